@@ -1,0 +1,1 @@
+"""gpufleet operator CLI: one module per subcommand group (``cmd_*.py``)."""

@@ -1,0 +1,74 @@
+"""``gpufleet lab up|down|status``: the embedded lab cluster.
+
+The lab is the Molecule ``cluster`` scenario's hosts (one Slurm controller and
+two GPU nodes with GPU/NIC doubles, podman containers on the gpufleet-lab
+network) kept running so a person can run playbooks against them with
+``-i inventories/lab``. ``molecule test -s cluster`` destroys it.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+
+from .common import EXIT_FAILED, ROOT, CliError
+
+SCENARIO = "cluster"
+LAB_HOSTS = ("lab-ctl01", "lab-gpu01", "lab-gpu02")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "lab",
+        help="create, destroy or show the local lab cluster (podman containers)",
+        description=(
+            "The lab: three podman containers (lab-ctl01, lab-gpu01, lab-gpu02) with GPU and NIC "
+            "test doubles, matching inventories/lab. `up` builds what is missing (test bed, image), "
+            "creates and prepares them; `down` destroys them; `status` lists them."
+        ),
+    )
+    p.add_argument("action", choices=("up", "down", "status"))
+    p.set_defaults(func=run)
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PATH"] = os.path.join(ROOT, ".venv", "bin") + os.pathsep + env.get("PATH", "")
+    env.setdefault("ANSIBLE_CONFIG", os.path.join(ROOT, "ansible.cfg"))
+    return env
+
+
+def _run(cmd: list[str]) -> int:
+    print("+ " + " ".join(cmd), flush=True)
+    try:
+        return subprocess.call(cmd, cwd=ROOT, env=_env())
+    except FileNotFoundError as exc:
+        raise CliError(f"{cmd[0]} not found: run `make venv` (and scripts/testbed) first") from exc
+
+
+def _status() -> list[tuple[str, str]]:
+    try:
+        out = subprocess.run(
+            ["podman", "ps", "-a", "--format", "{{.Names}}\t{{.Status}}"],
+            capture_output=True, text=True, check=False,
+        ).stdout
+    except FileNotFoundError as exc:
+        raise CliError("podman is not installed: run scripts/testbed setup") from exc
+    states = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    return [(h, states.get(h, "absent")) for h in LAB_HOSTS]
+
+
+def run(args) -> int:
+    if args.action == "status":
+        rows = _status()
+        for host, state in rows:
+            print(f"{host:<12} {state}")
+        return 0 if all(s.startswith("Up") for _, s in rows) else EXIT_FAILED
+    if args.action == "down":
+        return 0 if _run(["molecule", "destroy", "-s", SCENARIO]) == 0 else EXIT_FAILED
+    if _run([os.path.join(ROOT, "scripts", "testbed"), "all", "bookworm"]) != 0:
+        return EXIT_FAILED
+    for step in ("create", "prepare"):
+        if _run(["molecule", step, "-s", SCENARIO]) != 0:
+            return EXIT_FAILED
+    print("lab is up: run playbooks with -i inventories/lab (e.g. scripts/gpufleet provision -i inventories/lab)")
+    return 0

@@ -1,0 +1,24 @@
+"""Helpers shared by the CLI's subcommands."""
+from __future__ import annotations
+
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
+VERSION = "0.1.0"
+
+
+class CliError(Exception):
+    """A user-facing error: printed without a traceback, exits with ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_INPUT):
+        super().__init__(message)
+        self.code = code
+
+
+def version_string() -> str:
+    try:
+        from ansible.release import __version__ as core
+    except ImportError:  # pragma: no cover - the venv always has it
+        core = "not installed"
+    return f"gpufleet {VERSION} (ansible-core {core})"

@@ -1,0 +1,52 @@
+"""Entry point: discovers ``cmd_*`` modules and dispatches to them.
+
+Each ``cmd_<name>.py`` module defines ``register(subparsers)``, which adds its
+subcommand(s) and sets ``func`` on the parser via ``set_defaults``. ``func``
+takes the parsed ``argparse.Namespace`` and returns the exit code:
+0 success, 1 failed checks or hosts, 2 usage or unreadable input.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from . import __name__ as _pkg
+from .common import EXIT_INPUT, CliError, version_string
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpufleet",
+        description=(
+            "Turn racks of bare-metal GPU servers into accepted clusters: "
+            "check the topology brief, provision, gate on hardware facts and NCCL results."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=version_string())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    pkg = sys.modules[_pkg]
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if info.name.startswith("cmd_"):
+            importlib.import_module(f"{_pkg}.{info.name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"gpufleet: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("gpufleet: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+__all__ = ["main", "build_parser", "EXIT_INPUT"]
