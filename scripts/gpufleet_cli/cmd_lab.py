@@ -5,6 +5,7 @@ two GPU nodes with GPU/NIC doubles, podman containers on the gpufleet-lab
 network) kept running so a person can run playbooks against them with
 ``-i inventories/lab``. ``molecule test -s cluster`` destroys it.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,7 +50,9 @@ def _status() -> list[tuple[str, str]]:
     try:
         out = subprocess.run(
             ["podman", "ps", "-a", "--format", "{{.Names}}\t{{.Status}}"],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         ).stdout
     except FileNotFoundError as exc:
         raise CliError("podman is not installed: run scripts/testbed setup") from exc

@@ -1,4 +1,5 @@
 """Helpers shared by the CLI's subcommands."""
+
 from __future__ import annotations
 
 import os

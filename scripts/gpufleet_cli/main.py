@@ -5,6 +5,7 @@ subcommand(s) and sets ``func`` on the parser via ``set_defaults``. ``func``
 takes the parsed ``argparse.Namespace`` and returns the exit code:
 0 success, 1 failed checks or hosts, 2 usage or unreadable input.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,4 +50,4 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-__all__ = ["main", "build_parser", "EXIT_INPUT"]
+__all__ = ["EXIT_INPUT", "build_parser", "main"]

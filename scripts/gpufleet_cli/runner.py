@@ -1,0 +1,301 @@
+"""Run playbooks through ansible-runner and turn its events into progress and a summary.
+
+``EventTracker`` is pure: it consumes ansible-runner event dicts (as the
+``event_handler`` callback receives them) and keeps per-phase and per-host
+state. ``Progress`` renders that state, one line per event of interest when
+the output is not a TTY (or ``--no-progress``), a single updating status line
+otherwise. ``run_playbook`` wires both to ``ansible_runner.run``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from .common import EXIT_FAILED, EXIT_OK, ROOT, CliError
+
+HOST_STATES = ("ok", "changed", "failed", "unreachable", "skipped")
+
+
+@dataclass
+class Phase:
+    name: str
+    started: float
+    ended: float | None = None
+    tasks: int = 0
+
+    @property
+    def seconds(self) -> float:
+        return (self.ended if self.ended is not None else self.started) - self.started
+
+
+@dataclass
+class Failure:
+    host: str
+    phase: str
+    task: str
+    message: str
+    unreachable: bool = False
+
+
+@dataclass
+class EventTracker:
+    """State built from ansible-runner events; no I/O."""
+
+    phases: list[Phase] = field(default_factory=list)
+    hosts: dict[str, dict[str, int]] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    current_task: str = ""
+    stats: dict | None = None
+    clock: object = time.monotonic
+
+    def _host(self, name: str) -> dict[str, int]:
+        return self.hosts.setdefault(name, dict.fromkeys(HOST_STATES, 0))
+
+    @property
+    def phase(self) -> str:
+        return self.phases[-1].name if self.phases else ""
+
+    def handle(self, event: dict) -> str | None:
+        """Update state; return a short line worth showing for this event, or None."""
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        now = self.clock()
+        if kind == "playbook_on_play_start":
+            if self.phases and self.phases[-1].ended is None:
+                self.phases[-1].ended = now
+            name = data.get("play") or data.get("name") or "play"
+            self.phases.append(Phase(name=name, started=now))
+            return f"== {name}"
+        if kind == "playbook_on_task_start":
+            self.current_task = data.get("task") or data.get("name") or ""
+            if self.phases:
+                self.phases[-1].tasks += 1
+            return None
+        host = data.get("host")
+        if kind == "runner_on_ok" and host:
+            res = data.get("res") or {}
+            self._host(host)["changed" if res.get("changed") else "ok"] += 1
+            return None
+        if kind == "runner_on_skipped" and host:
+            self._host(host)["skipped"] += 1
+            return None
+        if kind in ("runner_on_failed", "runner_on_unreachable") and host:
+            if kind == "runner_on_failed" and data.get("ignore_errors"):
+                return None
+            unreachable = kind == "runner_on_unreachable"
+            self._host(host)["unreachable" if unreachable else "failed"] += 1
+            res = data.get("res") or {}
+            msg = str(res.get("msg") or res.get("stderr") or res.get("reason") or "failed").strip()
+            task = data.get("task") or self.current_task
+            self.failures.append(Failure(host, self.phase, task, msg, unreachable))
+            first = msg.splitlines()[0] if msg else ""
+            return f"   {'UNREACHABLE' if unreachable else 'FAILED'} {host}: {task}: {first[:160]}"
+        if kind == "playbook_on_stats":
+            self.stats = data
+            if self.phases and self.phases[-1].ended is None:
+                self.phases[-1].ended = now
+        return None
+
+    def host_totals(self) -> dict[str, dict[str, int]]:
+        """Per-host counts; playbook_on_stats is authoritative when present."""
+        if not self.stats:
+            return self.hosts
+        totals: dict[str, dict[str, int]] = {}
+        keymap = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable", "skipped": "skipped"}
+        for stat_key, state in keymap.items():
+            for host, n in (self.stats.get(stat_key) or {}).items():
+                totals.setdefault(host, dict.fromkeys(HOST_STATES, 0))[state] = n
+        return totals or self.hosts
+
+    def exit_code(self, rc: int = 0) -> int:
+        totals = self.host_totals()
+        bad = any(t["failed"] or t["unreachable"] for t in totals.values())
+        return EXIT_FAILED if (bad or rc != 0) else EXIT_OK
+
+    def summary(self, log_path: str | None = None, report_dir: str | None = None) -> str:
+        totals = self.host_totals()
+        lines = ["", "Summary"]
+        if totals:
+            width = max(len(h) for h in totals)
+            lines.append(f"  {'host':<{width}}  {'ok':>4} {'changed':>7} {'failed':>6} {'unreach':>7} {'skipped':>7}")
+            for host in sorted(totals):
+                t = totals[host]
+                lines.append(
+                    f"  {host:<{width}}  {t['ok']:>4} {t['changed']:>7} {t['failed']:>6} "
+                    f"{t['unreachable']:>7} {t['skipped']:>7}"
+                )
+        if self.phases:
+            lines.append("  phases:")
+            for p in self.phases:
+                lines.append(f"    {p.seconds:7.1f}s  {p.name} ({p.tasks} tasks)")
+        n_hosts = len(totals)
+        failed = sorted(h for h, t in totals.items() if t["failed"])
+        unreachable = sorted(h for h, t in totals.items() if t["unreachable"])
+        changed = sorted(h for h, t in totals.items() if t["changed"])
+        lines.append(
+            f"  hosts: {n_hosts} total, {n_hosts - len(set(failed) | set(unreachable))} ok, "
+            f"{len(changed)} changed, {len(failed)} failed, {len(unreachable)} unreachable"
+        )
+        if self.failures:
+            lines.append("  failures:")
+            for f in self.failures:
+                lines.append(f"    {f.host} [{f.phase} / {f.task}]")
+                lines.extend(f"      {line}" for line in f.message.splitlines()[:40])
+        if report_dir:
+            lines.append(f"  reports: {report_dir}")
+        if log_path:
+            lines.append(f"  full log: {log_path}")
+        return "\n".join(lines)
+
+
+class Progress:
+    """Prints what the tracker says, as lines or as one updating status line."""
+
+    def __init__(self, tracker: EventTracker, stream=None, live: bool | None = None):
+        self.tracker = tracker
+        self.stream = stream or sys.stdout
+        self.live = self.stream.isatty() if live is None else live
+        self._status_shown = False
+
+    def _clear(self) -> None:
+        if self._status_shown:
+            self.stream.write("\r\033[K")
+            self._status_shown = False
+
+    def __call__(self, event: dict) -> bool:
+        line = self.tracker.handle(event)
+        if line:
+            self._clear()
+            self.stream.write(line + "\n")
+        if self.live and self.tracker.current_task:
+            counts = self.tracker.hosts
+            done = sum(sum(v.values()) for v in counts.values())
+            status = f"   [{self.tracker.phase}] {self.tracker.current_task} ({len(counts)} hosts, {done} results)"
+            self.stream.write("\r\033[K" + status[:150])
+            self._status_shown = True
+        self.stream.flush()
+        return True
+
+    def close(self) -> None:
+        self._clear()
+        self.stream.flush()
+
+
+@dataclass
+class RunOptions:
+    inventory: str
+    limit: str | None = None
+    check: bool = False
+    diff: bool = False
+    tags: str | None = None
+    skip_tags: str | None = None
+    extra_vars: list[str] = field(default_factory=list)
+    brief: str | None = None
+    progress: bool = True
+    verbosity: int = 0
+
+
+def build_cmdline(opts: RunOptions) -> str:
+    import shlex
+
+    parts: list[str] = []
+    if opts.check:
+        parts.append("--check")
+    if opts.diff:
+        parts.append("--diff")
+    if opts.tags:
+        parts += ["--tags", opts.tags]
+    if opts.skip_tags:
+        parts += ["--skip-tags", opts.skip_tags]
+    for ev in opts.extra_vars:
+        parts += ["-e", ev]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def run_playbook(playbook: str, opts: RunOptions, stream=None) -> int:
+    """Run ``playbooks/<playbook>`` with ansible-runner; print progress and the summary; return the exit code."""
+    try:
+        import ansible_runner
+    except ImportError as exc:  # pragma: no cover - the venv has it
+        raise CliError("ansible-runner is not installed: run `make venv`") from exc
+    path = os.path.join(ROOT, "playbooks", playbook)
+    if not os.path.isfile(path):
+        raise CliError(f"playbook {path} does not exist")
+    inventory = os.path.abspath(opts.inventory)
+    if not os.path.exists(inventory):
+        raise CliError(f"inventory {opts.inventory} does not exist")
+    stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+    private = os.path.join(ROOT, ".cache", "runner")
+    os.makedirs(private, exist_ok=True)
+    env = {
+        "ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": os.path.join(ROOT, "roles"),
+        "ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "collections"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "PATH": os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ.get("PATH", ""),
+    }
+    if opts.brief:
+        env["GPUFLEET_BRIEF"] = os.path.abspath(opts.brief)
+    tracker = EventTracker()
+    progress = Progress(tracker, stream=stream, live=None if opts.progress else False)
+    ident = f"{stamp}-{os.path.splitext(playbook)[0]}"
+    result = ansible_runner.run(
+        private_data_dir=private,
+        project_dir=ROOT,
+        playbook=path,
+        inventory=inventory,
+        limit=opts.limit,
+        cmdline=build_cmdline(opts) or None,
+        envvars=env,
+        ident=ident,
+        quiet=True,
+        event_handler=progress,
+        rotate_artifacts=20,
+        verbosity=opts.verbosity or None,
+        suppress_env_files=True,
+    )
+    progress.close()
+    log_path = os.path.join(private, "artifacts", ident, "stdout")
+    out = stream or sys.stdout
+    out.write(tracker.summary(log_path=log_path) + "\n")
+    return tracker.exit_code(result.rc if result.rc is not None else 1)
+
+
+def add_run_arguments(p) -> None:
+    """The options every playbook-running subcommand takes."""
+    p.add_argument("-i", "--inventory", required=True, help="inventory directory (hosts.yml + brief.yml) or file")
+    p.add_argument("--brief", help="the brief, when it is not brief.yml beside the inventory")
+    p.add_argument("-l", "--limit", help="limit to these hosts/groups (passed to Ansible)")
+    p.add_argument("-C", "--check", action="store_true", help="dry run: report what would change")
+    p.add_argument("-D", "--diff", action="store_true", help="show file differences")
+    p.add_argument("-t", "--tags", help="only tasks with these tags")
+    p.add_argument("--skip-tags", help="skip tasks with these tags")
+    p.add_argument(
+        "-e",
+        "--extra-vars",
+        action="append",
+        default=[],
+        metavar="VARS",
+        help="extra variables, as for ansible-playbook (repeatable)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="plain line output, no live status line")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more Ansible output in the log")
+
+
+def options_from_args(args) -> RunOptions:
+    return RunOptions(
+        inventory=args.inventory,
+        limit=args.limit,
+        check=args.check,
+        diff=args.diff,
+        tags=args.tags,
+        skip_tags=args.skip_tags,
+        extra_vars=list(args.extra_vars),
+        brief=args.brief,
+        progress=not args.no_progress,
+        verbosity=args.verbose,
+    )

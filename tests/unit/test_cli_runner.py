@@ -1,0 +1,129 @@
+"""The CLI's event tracker and progress, fed with ansible-runner event sequences."""
+
+from __future__ import annotations
+
+import io
+import itertools
+
+import pytest
+from gpufleet_cli.runner import EventTracker, Progress, RunOptions, build_cmdline
+
+
+def _clock():
+    ticks = itertools.count(0, 2)
+    return lambda: float(next(ticks))
+
+
+def play(name):
+    return {"event": "playbook_on_play_start", "event_data": {"play": name}}
+
+
+def task(name):
+    return {"event": "playbook_on_task_start", "event_data": {"task": name}}
+
+
+def ok(host, changed=False):
+    return {"event": "runner_on_ok", "event_data": {"host": host, "res": {"changed": changed}}}
+
+
+def failed(host, msg, ignore=False):
+    return {
+        "event": "runner_on_failed",
+        "event_data": {"host": host, "task": "t", "res": {"msg": msg}, "ignore_errors": ignore},
+    }
+
+
+def unreachable(host):
+    return {"event": "runner_on_unreachable", "event_data": {"host": host, "res": {"msg": "ssh: no route"}}}
+
+
+def stats(**kw):
+    return {"event": "playbook_on_stats", "event_data": kw}
+
+
+HEALTHY = [
+    play("Preflight"),
+    task("Check"),
+    ok("ctl"),
+    play("Base"),
+    task("Pkgs"),
+    ok("ctl", True),
+    ok("gpu1"),
+    stats(ok={"ctl": 2, "gpu1": 1}, changed={"ctl": 1}, failures={}, dark={}, skipped={}),
+]
+ONE_BAD = [
+    play("Gate"),
+    task("Check GPUs"),
+    ok("gpu1"),
+    failed("gpu2", "HW_GPU_COUNT: expected 8 GPUs, found 7"),
+    unreachable("gpu3"),
+    stats(ok={"gpu1": 1}, failures={"gpu2": 1}, dark={"gpu3": 1}),
+]
+
+
+@pytest.mark.parametrize(
+    ("events", "rc", "expected"),
+    [
+        (HEALTHY, 0, 0),
+        (HEALTHY, 2, 1),  # ansible-playbook itself failed (e.g. syntax): not a success
+        (ONE_BAD, 0, 1),
+        ([play("p"), task("t"), failed("h", "boom", ignore=True), stats(ok={"h": 1})], 0, 0),
+    ],
+)
+def test_exit_code(events, rc, expected):
+    tracker = EventTracker(clock=_clock())
+    for e in events:
+        tracker.handle(e)
+    assert tracker.exit_code(rc) == expected
+
+
+def test_summary_names_failed_and_unreachable_hosts_with_their_messages():
+    tracker = EventTracker(clock=_clock())
+    for e in ONE_BAD:
+        tracker.handle(e)
+    text = tracker.summary(log_path="/tmp/log")
+    assert "hosts: 3 total, 1 ok, 0 changed, 1 failed, 1 unreachable" in text
+    assert "gpu2 [Gate / t]" in text
+    assert "HW_GPU_COUNT: expected 8 GPUs, found 7" in text
+    assert "ssh: no route" in text
+    assert "full log: /tmp/log" in text
+
+
+def test_phases_are_timed_from_play_start_to_the_next():
+    tracker = EventTracker(clock=_clock())
+    for e in HEALTHY:
+        tracker.handle(e)
+    assert [(p.name, p.seconds, p.tasks) for p in tracker.phases] == [("Preflight", 6.0, 1), ("Base", 8.0, 1)]
+
+
+def test_stats_are_authoritative_over_counted_events():
+    tracker = EventTracker(clock=_clock())
+    for e in HEALTHY:
+        tracker.handle(e)
+    assert tracker.host_totals()["ctl"] == {"ok": 2, "changed": 1, "failed": 0, "unreachable": 0, "skipped": 0}
+
+
+def test_plain_progress_prints_phases_and_failures_only():
+    out = io.StringIO()
+    progress = Progress(EventTracker(clock=_clock()), stream=out, live=False)
+    for e in ONE_BAD:
+        progress(e)
+    progress.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "== Gate"
+    assert lines[1].startswith("   FAILED gpu2: t: HW_GPU_COUNT")
+    assert lines[2].startswith("   UNREACHABLE gpu3")
+    assert "\r" not in out.getvalue()
+
+
+def test_live_progress_rewrites_one_status_line():
+    out = io.StringIO()
+    progress = Progress(EventTracker(clock=_clock()), stream=out, live=True)
+    for e in HEALTHY[:3]:
+        progress(e)
+    assert "\r\033[K   [Preflight] Check (1 hosts, 1 results)" in out.getvalue()
+
+
+def test_cmdline_passes_options_through_quoted():
+    opts = RunOptions(inventory="inv", check=True, diff=True, tags="slurm", extra_vars=["a=1", "b='x y'"])
+    assert build_cmdline(opts) == "--check --diff --tags slurm -e a=1 -e 'b='\"'\"'x y'\"'\"''"
