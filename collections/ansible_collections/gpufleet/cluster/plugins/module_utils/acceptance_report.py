@@ -1,0 +1,441 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see galaxy.yml)
+"""The NCCL acceptance report: ``acceptance.json``, ``acceptance.md`` and one busbw plot per run.
+
+Controller-side. :func:`build_report` is pure (plain dicts in, one dict out);
+:func:`render_markdown` is pure; :func:`write_report` writes the files under
+``<base>/<cluster>/<timestamp>/``. matplotlib is imported only to draw the
+plots, so this module imports without it (the plots are then skipped and the
+report says so).
+
+A run record (what the playbook collects per test) is::
+
+    {"label": "all-nodes" | "single-node gpu01" | "pair gpu01+gpu02",
+     "scope": "single-node" | "multi-node" | "bisect",
+     "host": "gpu01" | None,            # single-node runs
+     "floor_gbps": 440, "limit_gbps": 450,
+     "run": <a run from nccl_tests.parse> | None,
+     "log": "path of the raw log" (optional)}
+
+Bisect runs are diagnostics: shown, plotted, never counted in the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import (
+    FAIL,
+    PASS,
+    human_size,
+    summarize_run,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import ERROR, WARNING, sort_key
+
+SCHEMA = "gpufleet.nccl-acceptance/1"
+_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def timestamp_now() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def slug(label: str) -> str:
+    return _SLUG.sub("-", label).strip("-") or "run"
+
+
+def _run_entry(record: dict) -> dict:
+    run = record.get("run") or None
+    summary = summarize_run(run) if run else summarize_run({})
+    floor = record.get("floor_gbps")
+    busbw = summary["busbw_largest"]
+    if (
+        run is None
+        or not run.get("rows")
+        or (floor is not None and (busbw is None or busbw < float(floor)))
+        or summary["wrong_total"]
+        or (run.get("out_of_bounds") or 0) > 0
+    ):
+        result = FAIL
+    else:
+        result = PASS
+    label = record.get("label") or "run"
+    return {
+        "label": label,
+        "slug": slug(label),
+        "scope": record.get("scope") or "multi-node",
+        "host": record.get("host"),
+        "floor_gbps": floor,
+        "limit_gbps": record.get("limit_gbps"),
+        "result": result,
+        "log": record.get("log"),
+        **summary,
+        "run": run,
+    }
+
+
+def build_report(
+    cluster: str,
+    *,
+    runs: Sequence[dict],
+    debug: Sequence[dict] = (),
+    nodes: Sequence[dict] = (),
+    violations: Sequence[dict] = (),
+    bisect: dict | None = None,
+    drained: Iterable[str] = (),
+    floors: dict | None = None,
+    limits: dict | None = None,
+    versions: dict | None = None,
+    timestamp: str | None = None,
+) -> dict:
+    """Everything the report shows, as one JSON-able dict. Pure.
+
+    ``nodes``: ``{"host", "versions": {"driver": ..., "cuda": ..., "nccl": ...}, "status"?}``;
+    ``floors``: the brief's ``acceptance`` block; ``limits``: ``{"single_node_gbps", "multi_node_gbps"}``;
+    ``versions``: the brief's pins (``software``), shown beside what nodes report.
+    The verdict fails on any error violation or any single-/multi-node run that failed its gate.
+    """
+    entries = [_run_entry(r) for r in runs]
+    drained = sorted(set(drained))
+    violations = sorted(violations, key=sort_key)
+    errors = sum(1 for v in violations if v.get("severity") == ERROR)
+    warnings = sum(1 for v in violations if v.get("severity") == WARNING)
+    gated_fail = any(e["result"] == FAIL for e in entries if e["scope"] != "bisect")
+    verdict = FAIL if errors or gated_fail or not entries else PASS
+    node_rows = []
+    for node in nodes:
+        host = node.get("host")
+        status = node.get("status") or ("drained" if host in drained else "ok")
+        node_rows.append({**node, "status": status})
+    known = {n["host"] for n in node_rows}
+    node_rows.extend({"host": h, "status": "drained", "versions": {}} for h in drained if h not in known)
+    return {
+        "schema": SCHEMA,
+        "cluster": cluster,
+        "timestamp": timestamp or timestamp_now(),
+        "verdict": verdict,
+        "counts": {"errors": errors, "warnings": warnings, "runs": len(entries)},
+        "floors": dict(floors or {}),
+        "limits": dict(limits or {}),
+        "versions": dict(versions or {}),
+        "nodes": node_rows,
+        "runs": entries,
+        "transport": list(debug),
+        "bisect": bisect,
+        "drained": drained,
+        "violations": violations,
+    }
+
+
+# --- Markdown ----------------------------------------------------------------------
+
+
+def _cell(value) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) or "-"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(report: dict) -> str:
+    """The human report: verdict first, then runs, nodes, transport, bisect, violations, plots."""
+    out: list[str] = []
+    verdict = report["verdict"].upper()
+    counts = report.get("counts", {})
+    out.append(f"# NCCL acceptance: {report['cluster']}")
+    out.append("")
+    out.append(
+        f"**Verdict: {verdict}** ({counts.get('errors', 0)} errors, {counts.get('warnings', 0)} warnings), "
+        f"{report['timestamp']}"
+    )
+    out.append("")
+    errors = [v for v in report.get("violations", []) if v.get("severity") == ERROR]
+    for v in errors[:10]:
+        where = f"{v['host']}: " if v.get("host") else ""
+        out.append(f"- **{v['code']}** {where}{v['message']}")
+    if len(errors) > 10:
+        out.append(f"- ... and {len(errors) - 10} more (see Violations)")
+    if report.get("drained"):
+        out.append(f"- Drained: {', '.join(report['drained'])}")
+    if errors or report.get("drained"):
+        out.append("")
+
+    floors = report.get("floors") or {}
+    if floors:
+        out.append("Brief: " + ", ".join(f"{k} = {v}" for k, v in floors.items()))
+        out.append("")
+
+    out.append("## Runs")
+    out.append("")
+    out.append(
+        "busbw is gated out-of-place at the largest message size; peak is the max over all rows; "
+        "avg is nccl-tests' mean over all sizes (not a gate); latency is the time of the smallest size."
+    )
+    out.append("")
+    rows = []
+    for e in report.get("runs", []):
+        run = e.get("run") or {}
+        rows.append(
+            [
+                e["label"],
+                e["scope"],
+                run.get("hosts"),
+                run.get("ranks"),
+                human_size(e.get("largest_size")),
+                e.get("busbw_largest"),
+                e.get("floor_gbps"),
+                e.get("limit_gbps"),
+                e.get("peak_busbw"),
+                e.get("avg_busbw"),
+                f"{e['latency_us']:.1f} us @ {human_size(e['smallest_size'])}" if e.get("latency_us") else None,
+                e.get("wrong_total"),
+                e["result"].upper(),
+            ]
+        )
+    out += _table(
+        [
+            "run",
+            "scope",
+            "hosts",
+            "ranks",
+            "largest",
+            "busbw (GB/s)",
+            "floor",
+            "limit",
+            "peak",
+            "avg",
+            "latency",
+            "#wrong",
+            "result",
+        ],
+        rows,
+    )
+    out.append("")
+
+    nodes = report.get("nodes") or []
+    if nodes:
+        out.append("## Nodes")
+        out.append("")
+        keys: list[str] = []
+        for n in nodes:
+            for k in n.get("versions") or {}:
+                if k not in keys:
+                    keys.append(k)
+        pins = report.get("versions") or {}
+        header = ["host", "status", *keys]
+        body = [[n.get("host"), n.get("status"), *[(n.get("versions") or {}).get(k) for k in keys]] for n in nodes]
+        if pins and keys:
+            body.insert(0, ["(brief pins)", "", *[pins.get(k) for k in keys]])
+        out += _table(header, body)
+        out.append("")
+
+    transport = report.get("transport") or []
+    out.append("## Transport evidence (NCCL_DEBUG=INFO)")
+    out.append("")
+    if transport:
+        out += _table(
+            ["source", "NCCL", "network", "NET/IB devices", "GDR", "NVLS", "socket fall-back", "channels"],
+            [
+                [
+                    os.path.basename(d.get("file") or "") or "-",
+                    d.get("nccl_version"),
+                    d.get("network"),
+                    d.get("ib_devices"),
+                    d.get("gdr"),
+                    d.get("nvls"),
+                    d.get("socket_fallback"),
+                    ", ".join(f"{k} x{v}" for k, v in (d.get("transports") or {}).items()),
+                ]
+                for d in transport
+            ],
+        )
+    else:
+        out.append("No NCCL_DEBUG=INFO lines were collected.")
+    out.append("")
+
+    plan = report.get("bisect")
+    if plan:
+        out.append("## Bisect")
+        out.append("")
+        out.append(f"{plan.get('reason', '')}.")
+        out.append("")
+        if plan.get("slow_nodes"):
+            out.append(f"- Slow node(s): {', '.join(plan['slow_nodes'])}")
+        for link in plan.get("slow_links") or []:
+            out.append(f"- Slow link: {' - '.join(link)}")
+        for group in plan.get("slow_groups") or []:
+            out.append(f"- Slow group: {', '.join(group)}")
+        tests = plan.get("tests") or []
+        if tests:
+            out.append("")
+            out += _table(
+                ["round", "nodes", "busbw (GB/s)"],
+                [[t.get("round"), " + ".join(t.get("nodes") or []), t.get("busbw")] for t in tests],
+            )
+        out.append("")
+
+    out.append("## Drained nodes")
+    out.append("")
+    out.append(", ".join(report["drained"]) if report.get("drained") else "None.")
+    out.append("")
+
+    viols = report.get("violations") or []
+    if viols:
+        out.append("## Violations")
+        out.append("")
+        out += _table(
+            ["severity", "code", "host", "field", "message"],
+            [[v.get("severity"), v.get("code"), v.get("host"), v.get("field"), v.get("message")] for v in viols],
+        )
+        out.append("")
+
+    plots = [e for e in report.get("runs", []) if e.get("plot")]
+    if plots:
+        out.append("## Plots")
+        out.append("")
+        for e in plots:
+            out.append(f"![busbw vs message size, {e['label']}]({e['plot']})")
+            out.append("")
+    skipped = report.get("plot_error")
+    if skipped:
+        out.append(f"_Plots skipped: {skipped}_")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# --- plot --------------------------------------------------------------------------
+
+
+def _size_label(n: float) -> str:
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div:
+            value = n / div
+            return f"{value:g}{unit}"
+    return f"{int(n)}"
+
+
+def plot_run(entry: dict, path: str) -> str:
+    """Draw busbw vs message size for one run entry (of :func:`build_report`) into ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    rows = sorted((entry.get("run") or {}).get("rows") or [], key=lambda r: r["size"])
+    fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
+    try:
+        sizes = [r["size"] for r in rows]
+        oop = [r.get("oop_busbw") for r in rows]
+        ip = [r.get("ip_busbw") for r in rows]
+        if any(v is not None for v in oop):
+            ax.plot(
+                sizes,
+                [math.nan if v is None else v for v in oop],
+                "o-",
+                color="#1f77b4",
+                lw=2,
+                ms=4,
+                label="busbw out-of-place",
+            )
+        if any(v is not None for v in ip):
+            ax.plot(
+                sizes,
+                [math.nan if v is None else v for v in ip],
+                "s--",
+                color="#9ecae1",
+                lw=1.2,
+                ms=3,
+                label="busbw in-place",
+            )
+        floor = entry.get("floor_gbps")
+        limit = entry.get("limit_gbps")
+        if floor is not None:
+            ax.axhline(float(floor), color="#d62728", ls="--", lw=1.5, label=f"floor {float(floor):g} GB/s")
+        if limit is not None:
+            ax.axhline(float(limit), color="#555555", ls=":", lw=1.5, label=f"physical limit {float(limit):g} GB/s")
+        if entry.get("busbw_largest") is not None and sizes:
+            ax.annotate(
+                f"{entry['busbw_largest']:.1f} GB/s",
+                (entry["largest_size"], entry["busbw_largest"]),
+                textcoords="offset points",
+                xytext=(-10, 10),
+                ha="right",
+                fontsize=9,
+            )
+        ax.set_xscale("log", base=2)
+        if sizes:
+            lo, hi = int(math.log2(min(sizes))), math.ceil(math.log2(max(sizes)))
+            step = max(1, math.ceil((hi - lo + 1) / 14))
+            ticks = [2**e for e in range(lo, hi + 1, step)]
+            if len(sizes) == 1:
+                ticks = sizes
+                ax.set_xlim(sizes[0] / 2, sizes[0] * 2)
+            ax.xaxis.set_major_locator(FixedLocator(ticks))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticks(ticks, [_size_label(t) for t in ticks])
+        top = max([v for v in oop + ip if v is not None] + [float(floor or 0), float(limit or 0), 1.0])
+        ax.set_ylim(0, top * 1.12)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("bus bandwidth (GB/s)")
+        run = entry.get("run") or {}
+        hosts = run.get("hosts") or []
+        who = ", ".join(hosts[:4]) + (f" +{len(hosts) - 4}" if len(hosts) > 4 else "")
+        title = f"{run.get('collective') or 'nccl-tests'}: {entry.get('label')}"
+        sub = f"{run.get('ranks') or '?'} ranks on {who or '?'}; NCCL {run.get('nccl_version') or '?'}"
+        ax.set_title(f"{title}  [{entry.get('result', '').upper()}]\n{sub}", fontsize=11)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(loc="lower right", fontsize=9, framealpha=0.9)  # busbw rises to the right: that corner is empty
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def write_report(base_dir: str, report: dict, *, plots: bool = True) -> dict:
+    """Write ``<base_dir>/<cluster>/<timestamp>/{acceptance.json, acceptance.md, busbw-<run>.png}``.
+
+    Returns ``{"dir", "json", "markdown", "plots": [...]}``. A plot that cannot be
+    drawn (no matplotlib) is skipped; the report says why.
+    """
+    out_dir = os.path.join(base_dir, slug(report["cluster"]), report["timestamp"])
+    os.makedirs(out_dir, exist_ok=True)
+    report = dict(report, runs=[dict(e) for e in report.get("runs", [])])
+    written: list[str] = []
+    if plots:
+        for e in report["runs"]:
+            if not (e.get("run") or {}).get("rows"):
+                continue
+            name = f"busbw-{e['slug']}.png"
+            try:
+                plot_run(e, os.path.join(out_dir, name))
+            except ImportError as exc:
+                report["plot_error"] = f"matplotlib is not available ({exc})"
+                break
+            e["plot"] = name
+            written.append(os.path.join(out_dir, name))
+    json_path = os.path.join(out_dir, "acceptance.json")
+    md_path = os.path.join(out_dir, "acceptance.md")
+    with open(json_path, "w", encoding="utf-8") as fh:
+        json.dump(report, fh, indent=2, sort_keys=False)
+        fh.write("\n")
+    with open(md_path, "w", encoding="utf-8") as fh:
+        fh.write(render_markdown(report))
+    return {"dir": out_dir, "json": json_path, "markdown": md_path, "plots": written}

@@ -1,0 +1,499 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see galaxy.yml)
+"""Parse nccl-tests output (``all_reduce_perf`` and friends) into plain dicts.
+
+Standard library only: this runs on target hosts inside a module as well as in
+the controller's filters and the CLI.
+
+Reads every text format in use:
+
+* the pre-2.17.4 header (``# nThread ...`` first, no version line) and the
+  2.17+ one (``# nccl-tests version X nccl-headers=N nccl-library=N``,
+  ``# Collective test starting: <binary>``, ``unalign: 0``, the wider
+  ``#wrong`` column and the ``# Collective test concluded`` footer);
+* both device forms, ``[0000:19:00]`` and ``[0x0f]``;
+* launcher noise anywhere: ``mpirun --tag-output`` (``[1,0]<stdout>:``),
+  ``srun --label`` (``0: ``), MPI / pmix / pyxis warnings between header lines,
+  NCCL INFO lines between rows;
+* several runs in one log (split on the header lines), single-size runs,
+  ``N/A`` in ``#wrong`` (``-c 0``), the ``Out of bounds`` / ``Avg bus bandwidth``
+  footer, a run that failed before its table (reported as a warning);
+* the ``-J`` JSON file; its ``env`` dump is never copied into a run, and
+  :func:`redact_json_env` blanks it before the raw document is stored.
+
+Every run is a dict in the CLI schema (``gpufleet nccl parse``)::
+
+    {"file", "collective", "ranks", "hosts", "gpu_names", "nccl_version",
+     "rows": [{"size", "type", "oop_busbw", "ip_busbw", "oop_wrong", "ip_wrong",
+               "oop_time_us", "ip_time_us"}],
+     "peak_busbw", "avg_busbw", "out_of_bounds"}
+
+Sizes are int bytes, bandwidths float GB/s, times float microseconds, ``*_wrong``
+an int or None (``N/A``). ``peak_busbw`` is the max over rows (out-of-place and
+in-place); ``avg_busbw`` is nccl-tests' own footer figure: the mean over *all*
+sizes, small ones included, so it is no gate.
+
+Nothing here raises on garbage: parsers return ``(runs, warnings)``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+# Launcher prefixes, stripped before anything else. Order matters: the Open MPI
+# tag (``[1,0]<stdout>:``, also ``[jobid,rank]<stderr>:``), then srun --label
+# (``12: ``), possibly after the MPI tag.
+_PREFIX_RES = (
+    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?"),
+    re.compile(r"^\s{0,4}\d{1,6}: "),
+)
+_VERSION_LINE = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:.*?nccl-library=(\d+))?")
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
+_CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
+_PARAMS = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+_USING_DEVICES = re.compile(r"^#\s*Using devices")
+_RANK = re.compile(
+    r"^#\s*Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
+)
+_NCCL_VERSION = re.compile(r"(?:^|\s)NCCL version\s+(\d+\.\d+\.\d+)")
+_TABLE_HEAD = re.compile(r"^#\s+size\s+count\s+type\b")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|inf)")
+_FAILURE = re.compile(r"(Test (?:CUDA|NCCL|NVML)? ?failure|Test failure|Invalid number of GPUs|NCCL WARN|error:)")
+_NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$|^\d{2}:\d{2}:\d{2}$")
+_HEADER_ORDER = {"version": 1, "starting": 2, "params": 3}
+_BINARY = re.compile(r"(?:^|[/\s])(\w+)_perf(?:_mpi)?\b")
+
+# Collectives whose table has no reduction operator / root column in some builds.
+KNOWN_COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "alltoall",
+    "broadcast",
+    "gather",
+    "hypercube",
+    "reduce",
+    "reduce_scatter",
+    "scatter",
+    "sendrecv",
+)
+
+
+def nccl_version_from_code(code: int | str | None) -> str | None:
+    """``22705`` -> ``"2.27.5"``; ``2804`` -> ``"2.8.4"`` (NCCL_VERSION_CODE before 2.9)."""
+    try:
+        value = int(code)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    if value <= 0:
+        return None
+    if value >= 10000:
+        return f"{value // 10000}.{value % 10000 // 100}.{value % 100}"
+    return f"{value // 1000}.{value % 1000 // 100}.{value % 100}"
+
+
+def strip_prefix(line: str) -> str:
+    """Remove launcher tags (``[1,0]<stdout>:``, ``3: ``) and the trailing newline."""
+    line = line.rstrip("\r\n")
+    for rx in _PREFIX_RES:
+        line = rx.sub("", line, count=1)
+    return line
+
+
+def collective_name(text: str | None) -> str | None:
+    """``/opt/nccl-tests/build/all_reduce_perf`` -> ``all_reduce``; None when no binary is named."""
+    if not text:
+        return None
+    m = _BINARY.search(text)
+    return m.group(1) if m else None
+
+
+def _num(token: str) -> float | None:
+    return float(token) if _NUMBER.match(token) else None
+
+
+def _wrong(token: str) -> int | None:
+    if token.upper() == "N/A":
+        return None
+    value = _num(token)
+    return None if value is None else round(value)
+
+
+def parse_row(line: str) -> dict | None:
+    """One table row -> a row dict, or None when the line is not a result row.
+
+    Columns: size count type [redop] [root] then out-of-place (time algbw busbw
+    #wrong) and in-place (same four), optionally followed by a timestamp (``-T``).
+    A run replaying only in-place results leaves the out-of-place block blank.
+    """
+    tokens = line.split()
+    if len(tokens) < 7 or not tokens[0].isdigit() or not tokens[1].isdigit():
+        return None
+    if _num(tokens[2]) is not None:  # the third column is the data type name
+        return None
+    while tokens and _DATE.match(tokens[-1]):
+        tokens.pop()
+    rest = tokens[3:]
+    # redop is a word ("sum", "none", "prod", "avg", "min", "max"); root an int.
+    if rest and _num(rest[0]) is None and rest[0].upper() != "N/A":
+        rest = rest[1:]
+    values = rest
+    if len(values) in (9, 5):  # a root column precedes the figures
+        values = values[1:]
+    if len(values) not in (8, 4):
+        return None
+    parsed = [_num(v) if i % 4 != 3 else None for i, v in enumerate(values)]
+    if any(parsed[i] is None for i in range(len(values)) if i % 4 != 3):
+        return None
+    if any(values[i].upper() != "N/A" and _num(values[i]) is None for i in range(3, len(values), 4)):
+        return None
+    row = {"size": int(tokens[0]), "type": tokens[2]}
+    if len(values) == 8:
+        oop, ip = values[:4], values[4:]
+        row.update(
+            oop_time_us=float(oop[0]),
+            oop_busbw=float(oop[2]),
+            oop_wrong=_wrong(oop[3]),
+            ip_time_us=float(ip[0]),
+            ip_busbw=float(ip[2]),
+            ip_wrong=_wrong(ip[3]),
+        )
+    else:
+        row.update(
+            oop_time_us=None,
+            oop_busbw=None,
+            oop_wrong=None,
+            ip_time_us=float(values[0]),
+            ip_busbw=float(values[2]),
+            ip_wrong=_wrong(values[3]),
+        )
+    return {
+        k: row[k]
+        for k in ("size", "type", "oop_busbw", "ip_busbw", "oop_wrong", "ip_wrong", "oop_time_us", "ip_time_us")
+    }
+
+
+def _row_peak(row: dict) -> float | None:
+    values = [v for v in (row.get("oop_busbw"), row.get("ip_busbw")) if v is not None]
+    return max(values) if values else None
+
+
+def _new_state(file: str | None, line_no: int) -> dict:
+    return {
+        "file": file,
+        "line": line_no,
+        "collective": None,
+        "ranks": {},
+        "nccl_version": None,
+        "nccl_library_code": None,
+        "rows": [],
+        "avg_busbw": None,
+        "out_of_bounds": None,
+        "closed": False,
+        "header": 0,  # the last header line seen: 1 version, 2 test starting, 3 parameters
+        "errors": [],
+    }
+
+
+def _finish(state: dict) -> dict:
+    ranks = state["ranks"]
+    rows = state["rows"]
+    peaks = [p for p in (_row_peak(r) for r in rows) if p is not None]
+    version = state["nccl_version"] or nccl_version_from_code(state["nccl_library_code"])
+    return {
+        "file": state["file"],
+        "collective": state["collective"],
+        # The highest rank + 1: some published logs keep only the last Rank line.
+        "ranks": (max(ranks) + 1) if ranks else None,
+        "hosts": sorted({r[0] for r in ranks.values()}),
+        "gpu_names": sorted({r[1] for r in ranks.values() if r[1]}),
+        "nccl_version": version,
+        "rows": rows,
+        "peak_busbw": max(peaks) if peaks else None,
+        "avg_busbw": state["avg_busbw"],
+        "out_of_bounds": state["out_of_bounds"],
+    }
+
+
+def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str]]:
+    """Parse nccl-tests text output (a whole log) -> ``(runs, warnings)``.
+
+    A run with no result row (the test failed before its table) is not returned;
+    it becomes a warning naming the line and the failure text when there is one.
+    """
+    runs: list[dict] = []
+    warnings: list[str] = []
+    where = file or "<input>"
+    state: dict | None = None
+    pending_binary: str | None = None  # a command line naming the binary, seen before the header
+    pending_version: str | None = None  # "NCCL version" printed before the run it belongs to
+
+    def close() -> None:
+        nonlocal state
+        if state is None:
+            return
+        if state["rows"]:
+            runs.append(_finish(state))
+        else:
+            detail = f": {state['errors'][0]}" if state["errors"] else ""
+            warnings.append(f"{where}:{state['line']}: nccl-tests run has no result rows{detail}")
+        state = None
+
+    def open_run(line_no: int) -> dict:
+        nonlocal state, pending_binary, pending_version
+        close()
+        state = _new_state(file, line_no)
+        if pending_binary:
+            state["collective"] = pending_binary
+        if pending_version:
+            state["nccl_version"] = pending_version
+        pending_binary = pending_version = None
+        return state
+
+    def current(line_no: int, *, header: bool = False) -> dict:
+        """The open run; a header line after rows (or after the footer) starts a new one."""
+        if state is None or state["closed"] or (header and state["rows"]):
+            return open_run(line_no)
+        return state
+
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        line = strip_prefix(raw)
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if " NCCL INFO " in line:
+            m = _NCCL_VERSION.search(line)
+            if m:
+                if state is not None and not state["closed"] and not state["nccl_version"]:
+                    state["nccl_version"] = m.group(1)
+                elif state is None or state["closed"]:
+                    pending_version = m.group(1)
+            continue
+        if " NCCL WARN " in line:
+            if state is not None and not state["closed"]:
+                state["errors"].append(stripped)
+            continue
+        if not stripped.startswith("#"):
+            row = parse_row(stripped)
+            if row is not None:
+                current(line_no)["rows"].append(row)
+                continue
+            m = _NCCL_VERSION.search(stripped)
+            if m and stripped.startswith("NCCL version"):
+                if state is not None and not state["closed"] and not state["nccl_version"]:
+                    state["nccl_version"] = m.group(1)
+                elif state is None or state["closed"]:
+                    pending_version = m.group(1)
+                continue
+            if _FAILURE.search(stripped):
+                if state is not None and not state["closed"]:
+                    state["errors"].append(stripped)
+                else:
+                    warnings.append(f"{where}:{line_no}: {stripped}")
+                continue
+            name = collective_name(stripped)
+            if name and (state is None or state["closed"] or state["rows"]):
+                pending_binary = name
+            continue
+        # Comment lines: header, devices, table header, footer.
+        kind = None
+        m = _VERSION_LINE.match(stripped)
+        if m:
+            kind = "version"
+        else:
+            m = _STARTING.match(stripped)
+            if m:
+                kind = "starting"
+            else:
+                m = _PARAMS.match(stripped)
+                kind = "params" if m else None
+        if kind:
+            run = state
+            order = _HEADER_ORDER[kind]
+            if run is None or run["closed"] or run["rows"] or run["header"] >= order:
+                run = open_run(line_no)
+            run["header"] = order
+            if kind == "version":
+                run["nccl_library_code"] = m.group(2)
+            elif kind == "starting":
+                run["collective"] = collective_name(m.group(1)) or m.group(1)
+            continue
+        if _USING_DEVICES.match(stripped):
+            current(line_no, header=True)
+            continue
+        m = _RANK.match(stripped)
+        if m:
+            run = current(line_no, header=True)
+            run["ranks"][int(m.group(1))] = (m.group(4), m.group(7))
+            continue
+        if _TABLE_HEAD.match(stripped):
+            current(line_no, header=True)
+            continue
+        m = _OOB.match(stripped)
+        if m and state is not None:
+            state["out_of_bounds"] = int(m.group(1))
+            continue
+        m = _AVG.match(stripped)
+        if m and state is not None:
+            try:
+                state["avg_busbw"] = float(m.group(1))
+            except ValueError:
+                state["avg_busbw"] = None
+            if state["out_of_bounds"] is not None or state["rows"]:
+                state["closed"] = True
+            continue
+        m = _CONCLUDED.match(stripped)
+        if m and state is not None:
+            state["closed"] = True
+            continue
+        m = re.match(r"^#\s*error:\s*(.+)$", stripped)
+        if m and state is not None:
+            state["errors"].append(m.group(1))
+    close()
+    if not runs and not warnings:
+        warnings.append(f"{where}: no nccl-tests run found")
+    return runs, warnings
+
+
+# --- -J JSON output ----------------------------------------------------------------
+
+# Environment variables whose values are kept in a redacted dump: NCCL / UCX
+# tuning is evidence; everything else may hold a secret and is blanked.
+_ENV_KEEP_PREFIXES = ("NCCL_", "UCX_", "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_NNODES", "OMPI_COMM_WORLD_SIZE")
+_ENV_SECRET_WORDS = ("TOKEN", "SECRET", "PASS", "KEY", "CRED", "AUTH", "COOKIE", "PRIVATE", "SESSION")
+REDACTED = "<redacted>"
+
+
+def redact_env_entry(entry: str) -> str:
+    """``NAME=value`` -> ``NAME=<redacted>`` unless NAME is NCCL/UCX tuning (and no secret-ish name)."""
+    if not isinstance(entry, str):
+        return REDACTED
+    name, sep, _value = entry.partition("=")
+    upper = name.upper()
+    if sep and upper.startswith(_ENV_KEEP_PREFIXES) and not any(w in upper for w in _ENV_SECRET_WORDS):
+        return entry
+    return f"{name}={REDACTED}" if sep else REDACTED
+
+
+def redact_json_env(doc: dict) -> dict:
+    """A copy of an nccl-tests ``-J`` document with its ``env`` dump redacted (store this, never the raw one)."""
+    if not isinstance(doc, dict):
+        return doc
+    out = dict(doc)
+    env = out.get("env")
+    if isinstance(env, list):
+        out["env"] = [redact_env_entry(e) for e in env]
+    elif isinstance(env, dict):
+        out["env"] = {k: redact_env_entry(f"{k}={v}").partition("=")[2] for k, v in env.items()}
+    elif env is not None:
+        out["env"] = REDACTED
+    return out
+
+
+def _jnum(value) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if value == value else None  # NaN -> None
+    if isinstance(value, str):
+        return _num(value.strip())
+    return None
+
+
+def _jwrong(value) -> int | None:
+    number = _jnum(value)
+    return None if number is None else round(number)
+
+
+def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]:
+    """Parse a decoded nccl-tests ``-J`` document -> ``(runs, warnings)``."""
+    where = file or "<input>"
+    if not isinstance(doc, dict):
+        return [], [f"{where}: JSON is not an nccl-tests document (top level is not an object)"]
+    results = doc.get("results")
+    if not isinstance(results, list):
+        return [], [f"{where}: JSON has no 'results' list: not an nccl-tests -J file"]
+    config = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    devices = config.get("devices") or doc.get("devices") or []
+    ranks: dict[int, tuple[str, str]] = {}
+    for dev in devices if isinstance(devices, list) else []:
+        if isinstance(dev, dict) and isinstance(dev.get("rank"), int):
+            ranks[dev["rank"]] = (str(dev.get("hostname") or "").strip(), str(dev.get("device_info") or "").strip())
+    args = doc.get("args") if isinstance(doc.get("args"), list) else []
+    collective = collective_name(str(args[0])) if args else None
+    rows = []
+    warnings = []
+    for i, res in enumerate(results):
+        if not isinstance(res, dict) or not isinstance(res.get("size"), (int, float)):
+            warnings.append(f"{where}: results[{i}] is not a result record; skipped")
+            continue
+        oop = res.get("out_of_place") if isinstance(res.get("out_of_place"), dict) else {}
+        ip = res.get("in_place") if isinstance(res.get("in_place"), dict) else {}
+        rows.append(
+            {
+                "size": int(res["size"]),
+                "type": str(res.get("type") or ""),
+                "oop_busbw": _jnum(oop.get("bus_bw")),
+                "ip_busbw": _jnum(ip.get("bus_bw")),
+                "oop_wrong": _jwrong(oop.get("nwrong")),
+                "ip_wrong": _jwrong(ip.get("nwrong")),
+                "oop_time_us": _jnum(oop.get("time", oop.get("cpu_time"))),
+                "ip_time_us": _jnum(ip.get("time", ip.get("cpu_time"))),
+            }
+        )
+        if collective is None:
+            collective = collective_name(str(res.get("experiment_name") or ""))
+    state = _new_state(file, 0)
+    state.update(collective=collective, ranks=ranks, rows=rows)
+    state["nccl_library_code"] = doc.get("nccl_version")
+    oob = doc.get("out_of_bounds")
+    if isinstance(oob, dict) and isinstance(oob.get("count"), int):
+        state["out_of_bounds"] = oob["count"]
+    avg = doc.get("average_bus_bandwidth")
+    if isinstance(avg, dict):
+        state["avg_busbw"] = _jnum(avg.get("bandwidth"))
+    for err in doc.get("errors") or []:
+        warnings.append(f"{where}: nccl-tests reported: {err}")
+    if not rows:
+        warnings.append(f"{where}: nccl-tests JSON has no result rows")
+        return [], warnings
+    return [_finish(state)], warnings
+
+
+def looks_like_json(text: str) -> bool:
+    return text.lstrip().startswith("{")
+
+
+def parse(text: str, file: str | None = None) -> tuple[list[dict], list[str]]:
+    """Parse either format (text or ``-J`` JSON, told apart by content) -> ``(runs, warnings)``."""
+    if not isinstance(text, str):
+        return [], [f"{file or '<input>'}: input is not text"]
+    if looks_like_json(text):
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            # A -J file cut short by a crash: say so, then try the text parser anyway.
+            runs, warnings = parse_text(text, file)
+            return runs, [f"{file or '<input>'}: invalid JSON ({exc}); read as text", *warnings]
+        return parse_json_doc(doc, file)
+    return parse_text(text, file)
+
+
+def busbw_at_largest(run: dict) -> float | None:
+    """Out-of-place busbw at the run's largest message size (in-place when out-of-place was not run).
+
+    With several rows at the largest size (several data types), the lowest one.
+    """
+    rows = run.get("rows") or []
+    if not rows:
+        return None
+    largest = max(r["size"] for r in rows)
+    values = []
+    for r in rows:
+        if r["size"] == largest:
+            value = r.get("oop_busbw") if r.get("oop_busbw") is not None else r.get("ip_busbw")
+            if value is not None:
+                values.append(value)
+    return min(values) if values else None

@@ -1,0 +1,156 @@
+"""``gpufleet nccl parse``: the operator/CI interface to the nccl-tests parser."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gpufleet_cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "collections/ansible_collections/gpufleet/cluster/tests/unit/fixtures/nccl"
+RUN_KEYS = {
+    "file",
+    "collective",
+    "ranks",
+    "hosts",
+    "gpu_names",
+    "nccl_version",
+    "rows",
+    "peak_busbw",
+    "avg_busbw",
+    "out_of_bounds",
+}
+
+
+def parse_json(capsys, *files: str) -> dict:
+    assert main(["nccl", "parse", *files, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_schema(capsys):
+    out = parse_json(capsys, str(FIXTURES / "allreduce_2node_h100_ib_healthy_mpi_warnings.txt"))
+    assert set(out) == {"runs", "debug", "warnings"}
+    (run,) = out["runs"]
+    assert set(run) == RUN_KEYS
+    assert run["hosts"] == ["gpu-a017", "gpu-a018"] and run["ranks"] == 16
+    assert out["debug"] == [] and out["warnings"] == []
+
+
+def test_several_files_runs_and_debug(capsys):
+    files = [
+        FIXTURES / n
+        for n in (
+            "allreduce_multi_runs_single_node.txt",
+            "debug_2node_socket_fallback.txt",
+            "allreduce_2node_h100_ib.json",
+            "debug_2node_h100_ib_gdrdma.txt",
+        )
+    ]
+    out = parse_json(capsys, *map(str, files))
+    assert [Path(r["file"]).name for r in out["runs"]] == [
+        "allreduce_multi_runs_single_node.txt",
+        "allreduce_multi_runs_single_node.txt",
+        "allreduce_multi_runs_single_node.txt",
+        "debug_2node_socket_fallback.txt",
+        "allreduce_2node_h100_ib.json",
+        "debug_2node_h100_ib_gdrdma.txt",
+    ]
+    debug = {Path(d["file"]).name: d for d in out["debug"]}
+    assert set(debug) == {"debug_2node_socket_fallback.txt", "debug_2node_h100_ib_gdrdma.txt"}
+    for d in debug.values():
+        assert {"file", "nccl_version", "network", "gdr", "socket_fallback"} <= set(d)
+    assert debug["debug_2node_socket_fallback.txt"]["socket_fallback"] is True
+    assert debug["debug_2node_socket_fallback.txt"]["gdr"] is False
+    assert debug["debug_2node_h100_ib_gdrdma.txt"]["network"] == "IB"
+    assert debug["debug_2node_h100_ib_gdrdma.txt"]["gdr"] is True
+    assert "fixtureSecretValue0000" not in json.dumps(out)
+
+
+def test_file_with_no_run_is_reported(capsys, tmp_path):
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(bytes(range(256)) * 8)
+    failed = FIXTURES / "allreduce_failure_fabric_manager.txt"
+    out = parse_json(capsys, str(garbage), str(failed))
+    assert out["runs"] == []
+    assert len(out["warnings"]) == 2
+    assert "no nccl-tests run found" in out["warnings"][0]
+    assert "system not yet initialized" in out["warnings"][1]
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "unreadable"])
+def test_unreadable_input_exits_2(capsys, tmp_path, kind):
+    if kind == "missing":
+        path = tmp_path / "nope.txt"
+    elif kind == "directory":
+        path = tmp_path
+    else:
+        path = tmp_path / "secret.txt"
+        path.write_text("x")
+        path.chmod(0)
+        try:
+            path.open().close()
+            pytest.skip("running as root: permissions are not enforced")
+        except PermissionError:
+            pass
+    assert main(["nccl", "parse", str(FIXTURES / "allreduce_2node_h100_ib_lowbw.txt"), str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing half-printed: every file is read before output
+    assert captured.err.startswith("gpufleet: error: ") and str(path) in captured.err
+
+
+def test_text_format(capsys):
+    files = [FIXTURES / "allreduce_2node_h100_ib_lowbw.txt", FIXTURES / "debug_2node_socket_fallback.txt"]
+    assert main(["nccl", "parse", *map(str, files), "--format", "text"]) == 0
+    text = capsys.readouterr().out
+    assert "all_reduce, 16 ranks on h100-r2n07, h100-r2n08 (NVIDIA H100 80GB HBM3), NCCL 2.25.1" in text
+    assert "busbw at 8 GiB: 46.29 GB/s; peak 46.60; avg over all sizes 20.53" in text
+    assert "network Socket" in text and "SOCKET FALL-BACK" in text
+
+
+def test_text_format_na_and_no_run(capsys, tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    assert (
+        main(
+            ["nccl", "parse", str(FIXTURES / "allreduce_1node_a100_no_validation.txt"), str(empty), "--format", "text"]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "N/A/N/A" in text and "warning:" in text and "empty.log: no nccl-tests run found" in text
+
+
+def test_stdin(capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO((FIXTURES / "allreduce_2node_h100_ib_lowbw.txt").read_text()))
+    out = parse_json(capsys, "-")
+    assert out["runs"][0]["file"] == "<stdin>"
+
+
+def test_bad_format_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["nccl", "parse", "x", "--format", "yaml"])
+    assert exc.value.code == 2
+
+
+def test_entry_script_end_to_end():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts/gpufleet"),
+            "nccl",
+            "parse",
+            str(FIXTURES / "allreduce_2node_h200_roce_single_size_v2.17.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["runs"][0]["rows"][0]["size"] == 8 << 30
