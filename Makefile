@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Scenarios, slowest last. Each is a few lines over .config/molecule/config.yml.
 SCENARIOS ?= cluster
 # Debian suites whose test-host images the scenarios use.
-SUITES ?= bookworm
+SUITES ?= bookworm trixie
 
 .PHONY: help venv testbed lint unit test test-fast molecule bench lab lab-down lab-status clean
 
