@@ -415,6 +415,8 @@ SOFTWARE = Map(
         "slurm": Field(Version(), doc="Slurm version (control_plane slurm)"),
         "kubernetes": Field(Version(), doc="Kubernetes version (control_plane kubernetes)"),
         "gpu_operator": Field(Version(), doc="GPU Operator chart version (kubernetes)"),
+        "rdma_core": Field(Version(), doc="rdma-core version (rdma_stack inbox); checked by the hardware gate"),
+        "kernel": Field(Str(), doc="kernel release (uname -r) the nodes must run; checked by the hardware gate"),
     }
 )
 
@@ -457,6 +459,18 @@ POOL = Map(
         "numa_nodes": Field(Int(minimum=1, maximum=64), doc="NUMA nodes per node"),
         "sockets": Field(Int(minimum=1, maximum=16), doc="CPU sockets per node"),
         "cpus": Field(Int(minimum=1, maximum=8192), doc="logical CPUs per node"),
+        "cores_per_socket": Field(Int(minimum=1, maximum=1024), doc="physical cores per socket"),
+        "threads_per_core": Field(Int(minimum=1, maximum=8), doc="hardware threads per core"),
+        "nic_speed_gbps": Field(
+            Int(minimum=1, maximum=3200), doc="fabric port speed, Gb/s (default networks.fabric.link_speed_gbps)"
+        ),
+        "rdma_devices": Field(
+            List(item=Str(), max_items=64),
+            doc="RDMA device names or globs (mlx5_*) that are the fabric ports; others are ignored by the gate",
+        ),
+        "rail_optimized": Field(
+            Bool(), doc="each NIC sits next to one GPU (PIX/PXB); default: nics_per_node == gpus_per_node"
+        ),
         "nvme": Field(NVME, doc="local NVMe"),
         "workload": Field(Str(choices=WORKLOADS), default="distributed-training", doc="what the pool runs"),
         "sharing": Field(Str(choices=SHARING), default="full-gpu", doc="how GPUs are shared"),
@@ -516,13 +530,17 @@ TENANT = Map(
 BRIEF = Map(
     fields={
         "brief_version": Field(Int(choices=BRIEF_VERSIONS), True, doc="format version"),
-        "cluster": Field(CLUSTER, True),
-        "software": Field(SOFTWARE, True),
-        "networks": Field(NETWORKS, True),
-        "controllers": Field(CONTROLLERS, True),
-        "pools": Field(List(item=POOL, min_items=1, max_items=MAX_POOLS), True),
-        "acceptance": Field(ACCEPTANCE, default={}),
-        "tenants": Field(List(item=TENANT, max_items=MAX_TENANTS), default=[]),
+        "cluster": Field(CLUSTER, True, doc="the cluster"),
+        "software": Field(SOFTWARE, True, doc="version pins: drift is measured against these"),
+        "networks": Field(NETWORKS, True, doc="management, BMC, storage, fabric, Kubernetes networks"),
+        "controllers": Field(CONTROLLERS, True, doc="the control plane's group"),
+        "pools": Field(
+            List(item=POOL, min_items=1, max_items=MAX_POOLS),
+            True,
+            doc="one per node shape, bound to an inventory group",
+        ),
+        "acceptance": Field(ACCEPTANCE, default={}, doc="NCCL acceptance thresholds"),
+        "tenants": Field(List(item=TENANT, max_items=MAX_TENANTS), default=[], doc="teams with GPU quotas (optional)"),
     }
 )
 

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: gpufleet developers
 # Apache License 2.0 (see galaxy.yml)
 """The one shape every gpufleet gate reports in.
@@ -7,6 +6,7 @@ A violation is a plain dict ``{severity, code, host, field, message}`` so it
 crosses the Ansible boundary (filters, module results, JSON reports) as is.
 ``message`` says what was expected and what was found.
 """
+
 from __future__ import annotations
 
 ERROR = "error"

@@ -1,0 +1,301 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# Apache License 2.0 (see galaxy.yml)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_facts
+short_description: Gather the hardware facts of a GPU node for the gpufleet hardware gate
+version_added: 0.1.0
+description:
+  - Runs C(nvidia-smi) (C(--query-gpu), C(topo -m), C(-q)), reads the RDMA ports from
+    C(/sys/class/infiniband) (or C(ibstat) when sysfs has none), CPU / NUMA (C(lscpu)), memory
+    (C(/proc/meminfo)), NVMe (C(/sys/class/nvme) or C(lsblk)), the kernel and the installed versions of
+    the driver, CUDA, NCCL, rdma-core / DOCA-OFED, the container toolkit and the fabric manager.
+  - Returns them as the fact C(gpufleet_hw), which the C(gpufleet.cluster.hardware_gate) filter checks
+    against the topology brief.
+  - Read-only. A missing tool is recorded in C(gpufleet_hw.sources) (C(not found)) and the facts it
+    would give are empty; the module itself fails only on bad options.
+  - Paths are options so test doubles can answer (a fake sysfs tree, a stand-in C(nvidia-smi));
+    the module never behaves differently for them.
+options:
+  nvidia_smi:
+    description: Name (looked up in C(PATH)) or absolute path of C(nvidia-smi).
+    type: str
+    default: nvidia-smi
+  ibstat:
+    description: Name or absolute path of C(ibstat), used only when sysfs lists no RDMA device.
+    type: str
+    default: ibstat
+  sysfs_root:
+    description: Root of sysfs; C(class/infiniband), C(class/nvme) and C(devices/system/node) are read below it.
+    type: path
+    default: /sys
+  procfs_root:
+    description:
+      - Root of procfs; C(meminfo), C(cpuinfo), C(driver/nvidia/version) and C(sys/kernel/osrelease)
+        are read below it.
+    type: path
+    default: /proc
+  cuda_home:
+    description: CUDA toolkit directory; C(version.json) (or C(bin/nvcc --version)) gives the installed CUDA.
+    type: path
+    default: /usr/local/cuda
+  fabric_manager_unit:
+    description: systemd unit of the NVSwitch fabric manager, asked with C(systemctl is-active).
+    type: str
+    default: nvidia-fabricmanager
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: The module only reads; it gathers the same facts in check mode.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  facts:
+    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
+    support: full
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+author:
+  - gpufleet developers
+seealso:
+  - name: Hardware gate
+    description: What each check compares, its code and what to do when it fails (docs/hardware-gate.md).
+    link: https://example.invalid/gpufleet/docs/hardware-gate.md
+"""
+
+EXAMPLES = r"""
+- name: Gather GPU node hardware facts
+  gpufleet.cluster.gpu_facts:
+
+- name: Gather facts from the test doubles of the lab (fake sysfs tree, stand-in nvidia-smi in PATH)
+  gpufleet.cluster.gpu_facts:
+    sysfs_root: /opt/gpufleet-doubles/sysfs
+
+- name: Check the node against its pool
+  ansible.builtin.assert:
+    that: _violations | length == 0
+    fail_msg: "{{ _violations | map(attribute='message') | list }}"
+  vars:
+    _violations: "{{ gpufleet_hw | gpufleet.cluster.hardware_gate(gpufleet_brief, gpufleet_pool, inventory_hostname) }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The fact C(gpufleet_hw).
+  returned: always
+  type: dict
+  contains:
+    gpufleet_hw:
+      description: Hardware facts of the node (schema 1). Unknown values are null.
+      returned: always
+      type: dict
+      contains:
+        schema:
+          description: Version of this structure.
+          type: int
+          sample: 1
+        gpu_count:
+          description: Number of GPUs nvidia-smi lists.
+          type: int
+          sample: 8
+        gpus:
+          description: One entry per GPU from C(--query-gpu=index,name,uuid,pci.bus_id,memory.total,driver_version).
+          type: list
+          elements: dict
+          sample:
+            - {index: 0, name: NVIDIA H100 80GB HBM3, uuid: GPU-7d0c5e1a-..., bus_id: "00000000:18:00.0",
+               memory_mib: 81559, driver_version: 570.133.20}
+        topology:
+          description: >-
+            C(nvidia-smi topo -m): C(gpus) (index, label, cpu_affinity, numa_affinity, gpu_numa_id),
+            C(nics) (label C(NIC0), name C(mlx5_0)), C(gpu_links) (GPU x GPU tokens, C(X) on the diagonal),
+            C(gpu_nic) (GPU rows x NIC columns). Null when topo could not be run.
+          type: dict
+        fabric:
+          description: >-
+            From C(nvidia-smi -q): driver_version, cuda_version (the driver's CUDA), attached_gpus,
+            C(reported) (whether any Fabric section was printed) and per GPU bus_id, uuid, mig_mode, state,
+            status, clique_id, cluster_uuid, bandwidth. Null when C(-q) could not be run.
+          type: dict
+        fabric_manager:
+          description: C(service) (systemctl is-active of I(fabric_manager_unit)) and C(version).
+          type: dict
+          sample: {service: active, version: 570.133.20}
+        rdma:
+          description: >-
+            C(source) (sysfs, ibstat or null) and C(ports), each device, port, state (ACTIVE, DOWN, INIT, ARMED),
+            phys_state (LinkUp, Disabled, Polling...), rate_gbps, rate, link_layer (InfiniBand or Ethernet),
+            ca_type, fw_ver, node_guid, numa_node, netdevs.
+          type: dict
+        cpu:
+          description: >-
+            model, architecture, sockets, cores_per_socket, threads_per_core, logical_cpus, numa_nodes,
+            numa_cpus.
+          type: dict
+        memory:
+          description: total_kib and total_gib (MemTotal), hugepages_total, hugepage_size_kib.
+          type: dict
+        nvme:
+          description: NVMe namespaces / disks with name, size_bytes, model, serial.
+          type: list
+          elements: dict
+        kernel:
+          description: Running kernel release.
+          type: str
+          sample: 6.8.0-51-generic
+        versions:
+          description: >-
+            driver (running), driver_flavor (open or proprietary), driver_loaded (/proc), cuda (toolkit),
+            cuda_driver (highest CUDA the driver supports), nccl, rdma_core, ofed (ofed_info -s), doca_ofed,
+            container_toolkit, fabric_manager, kernel.
+          type: dict
+        packages:
+          description: Installed versions of the GPU stack's packages (dpkg or rpm), by package name.
+          type: dict
+        sources:
+          description: Per tool, C(ok), C(not found) or C(rc=N) with the first line of its error.
+          type: dict
+          sample: {nvidia_smi: ok, ibstat: not found}
+        problems:
+          description: What the parsers could not read (the facts they did read are still returned).
+          type: list
+          elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts import (
+    DPKG_PACKAGES,
+    QUERY_GPU_FIELDS,
+    RPM_PACKAGES,
+    build_facts,
+    count_numa_nodes,
+    read_nvme_sysfs,
+    read_rdma_sysfs,
+)
+
+_ENV = {"LC_ALL": "C", "LANG": "C"}
+
+
+def _find(module: AnsibleModule, name: str) -> str | None:
+    if os.sep in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    return module.get_bin_path(name)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+class Gatherer:
+    """Runs the tools and reads the files; every outcome is recorded in ``sources``."""
+
+    def __init__(self, module: AnsibleModule):
+        self.module = module
+        self.sources: dict[str, str] = {}
+
+    def run(self, key: str, tool: str, args: list[str], ok_rcs: tuple[int, ...] = (0,)) -> str | None:
+        path = _find(self.module, tool)
+        if path is None:
+            self.sources[key] = "not found"
+            return None
+        rc, out, err = self.module.run_command([path, *args], environ_update=_ENV)
+        if rc not in ok_rcs:
+            first = next((line.strip() for line in (err or out or "").splitlines() if line.strip()), "")
+            self.sources[key] = f"rc={rc}: {first}" if first else f"rc={rc}"
+            return None
+        self.sources[key] = "ok"
+        return out
+
+    def gather(self) -> dict:
+        p = self.module.params
+        smi = p["nvidia_smi"]
+        raw: dict = {}
+        raw["query_gpu"] = self.run(
+            "nvidia_smi", smi, [f"--query-gpu={','.join(QUERY_GPU_FIELDS)}", "--format=csv,noheader,nounits"]
+        )
+        if self.sources["nvidia_smi"] != "not found":
+            raw["topo"] = self.run("nvidia_smi_topo", smi, ["topo", "-m"])
+            raw["smi_q"] = self.run("nvidia_smi_q", smi, ["-q"])
+        raw["driver_proc"] = _read(os.path.join(p["procfs_root"], "driver", "nvidia", "version"))
+
+        problems: list[str] = []
+        ports, found = read_rdma_sysfs(p["sysfs_root"])
+        problems.extend(found)
+        raw["rdma_sysfs"] = ports
+        self.sources["rdma_sysfs"] = "ok" if ports else ("empty" if ports is not None else "not found")
+        if not ports:
+            raw["ibstat"] = self.run("ibstat", p["ibstat"], [])
+
+        raw["lscpu"] = self.run("lscpu", "lscpu", [])
+        if raw["lscpu"] is None:
+            raw["cpuinfo"] = _read(os.path.join(p["procfs_root"], "cpuinfo"))
+        raw["numa_nodes"] = count_numa_nodes(p["sysfs_root"])
+        raw["meminfo"] = _read(os.path.join(p["procfs_root"], "meminfo"))
+        raw["osrelease"] = _read(os.path.join(p["procfs_root"], "sys", "kernel", "osrelease"))
+
+        nvme, found = read_nvme_sysfs(p["sysfs_root"])
+        problems.extend(found)
+        raw["nvme_sysfs"] = nvme
+        if nvme is None:
+            raw["lsblk"] = self.run("lsblk", "lsblk", ["-J", "-b", "-d", "-o", "NAME,SIZE,TYPE,MODEL,SERIAL,TRAN"])
+
+        raw["cuda_version_json"] = _read(os.path.join(p["cuda_home"], "version.json"))
+        if raw["cuda_version_json"] is None:
+            raw["nvcc"] = self.run("nvcc", os.path.join(p["cuda_home"], "bin", "nvcc"), ["--version"])
+
+        if _find(self.module, "dpkg-query"):
+            raw["dpkg"] = self.run(
+                "dpkg",
+                "dpkg-query",
+                ["-W", "-f=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n", *DPKG_PACKAGES],
+                ok_rcs=(0, 1),
+            )
+        elif _find(self.module, "rpm"):
+            raw["rpm"] = self.run(
+                "rpm",
+                "rpm",
+                ["-q", "--qf", "%{NAME}\\t%{VERSION}-%{RELEASE}\\n", *RPM_PACKAGES],
+                ok_rcs=(0, 1, 2, 3, 4, 5, 6, 7, 8),
+            )
+        raw["ofed_info"] = self.run("ofed_info", "ofed_info", ["-s"])
+        raw["nvidia_ctk"] = self.run("nvidia_ctk", "nvidia-ctk", ["--version"])
+        raw["fabricmanager_version"] = self.run("nv_fabricmanager", "nv-fabricmanager", ["--version"])
+        # is-active exits 3 for inactive / unknown units and still prints the state.
+        raw["fabricmanager_service"] = self.run(
+            "systemctl", "systemctl", ["is-active", p["fabric_manager_unit"]], ok_rcs=(0, 1, 2, 3, 4)
+        )
+        raw["sources"] = self.sources
+        raw["problems"] = problems
+        return raw
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "ibstat": {"type": "str", "default": "ibstat"},
+            "sysfs_root": {"type": "path", "default": "/sys"},
+            "procfs_root": {"type": "path", "default": "/proc"},
+            "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
+            "fabric_manager_unit": {"type": "str", "default": "nvidia-fabricmanager"},
+        },
+        supports_check_mode=True,
+    )
+    facts = build_facts(Gatherer(module).gather())
+    module.exit_json(changed=False, ansible_facts={"gpufleet_hw": facts})
+
+
+if __name__ == "__main__":
+    main()
