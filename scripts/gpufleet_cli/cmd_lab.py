@@ -27,7 +27,11 @@ def register(sub) -> None:
             "creates and prepares them; `down` destroys them; `status` lists them."
         ),
     )
-    p.add_argument("action", choices=("up", "down", "status"))
+    p.add_argument(
+        "action",
+        choices=("up", "down", "status"),
+        help="up: build what is missing and create + prepare the hosts; down: destroy them; status: list them",
+    )
     p.set_defaults(func=run)
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import glob
+import json
 import os
+import time
 
 from .common import ROOT
 from .runner import add_run_arguments, options_from_args, run_playbook
@@ -41,6 +44,52 @@ def register(sub) -> None:
 
 def _runner_for(playbook: str):
     def run(args) -> int:
-        return run_playbook(playbook, options_from_args(args))
+        started = time.time()
+        rc = run_playbook(playbook, options_from_args(args))
+        if playbook == "verify.yml":
+            print(gate_table(latest_gate_dir(os.path.join(ROOT, "reports"), since=started)))
+        return rc
 
     return run
+
+
+def latest_gate_dir(reports: str, since: float = 0.0) -> str | None:
+    """The newest ``<reports>/<cluster>/<stamp>/gate`` written at or after ``since``."""
+    found = []
+    for gate in glob.glob(os.path.join(reports, "*", "*", "gate")):
+        mtime = os.path.getmtime(gate)
+        if mtime >= since - 1:
+            found.append((mtime, gate))
+    return max(found)[1] if found else None
+
+
+def gate_table(gate_dir: str | None) -> str:
+    """The hardware gate's per-node table from its JSON records."""
+    if not gate_dir:
+        return "no hardware gate records were written (check mode, or no GPU node in the inventory)"
+    rows = []
+    for path in sorted(glob.glob(os.path.join(gate_dir, "*.json"))):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                rec = json.load(fh)
+        except (OSError, ValueError) as exc:
+            rows.append((os.path.basename(path), "unreadable", "", "", "", "", str(exc)))
+            continue
+        summ = rec.get("summary") or {}
+        rows.append(
+            (
+                str(rec.get("host", "?")),
+                str(rec.get("status", "?")).upper(),
+                str(summ.get("gpus") or "-"),
+                str(summ.get("driver") or "-"),
+                str(summ.get("nvlink") or "-"),
+                str(summ.get("rdma") or "-"),
+                " ".join(rec.get("codes") or []),
+            )
+        )
+    head = ("host", "gate", "gpus", "driver", "nvlink", "rdma", "codes")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
+    lines = [f"Hardware gate: {gate_dir}"]
+    for r in [head, *rows]:
+        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+    return "\n".join(lines)

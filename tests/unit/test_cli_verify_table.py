@@ -1,0 +1,40 @@
+"""The per-node table `gpufleet verify` prints from the hardware gate's records."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from gpufleet_cli.cmd_provision import gate_table, latest_gate_dir
+
+
+def _record(path, host, status, codes, gpus="8"):
+    path.write_text(
+        json.dumps({"host": host, "status": status, "codes": codes, "summary": {"gpus": gpus, "driver": "570.133.20"}})
+    )
+
+
+def test_table_lists_every_node_with_its_verdict_and_codes(tmp_path):
+    gate = tmp_path / "lab" / "20260101T000000Z" / "gate"
+    gate.mkdir(parents=True)
+    _record(gate / "gpu01.json", "gpu01", "pass", [])
+    _record(gate / "gpu02.json", "gpu02", "fail", ["HW_GPU_COUNT"], gpus="7")
+    (gate / "broken.json").write_text("{not json")
+    text = gate_table(latest_gate_dir(str(tmp_path)))
+    lines = text.splitlines()
+    assert lines[0] == f"Hardware gate: {gate}"
+    broken = next(line for line in lines if line.strip().startswith("broken.json"))
+    assert broken.split()[1] == "unreadable"
+    gpu01 = next(line for line in lines if line.strip().startswith("gpu01"))
+    gpu02 = next(line for line in lines if line.strip().startswith("gpu02"))
+    assert gpu01.split()[1:3] == ["PASS", "8"]
+    assert gpu02.split()[1:3] == ["FAIL", "7"]
+    assert gpu02.rstrip().endswith("HW_GPU_COUNT")
+
+
+def test_only_gate_dirs_written_by_this_run_count(tmp_path):
+    old = tmp_path / "lab" / "old" / "gate"
+    old.mkdir(parents=True)
+    os.utime(old, (1_000_000, 1_000_000))
+    assert latest_gate_dir(str(tmp_path), since=2_000_000) is None
+    assert "no hardware gate records" in gate_table(None)
