@@ -1,0 +1,442 @@
+"""``gpufleet report``: render the latest (or a given) report as Markdown on stdout.
+
+Reports live under ``reports/<cluster>/<timestamp>/``:
+
+- acceptance: ``acceptance.json`` (``module_utils/acceptance_report.py``; rendered by its ``render_markdown``);
+- hardware gate: ``hardware/<host>.json`` or ``gate/<host>.json``, one record per node (``hwgate.node_record``),
+  or one ``gate.json`` / ``hardware.json`` holding a list of them;
+- drift: ``drift/<host>.json`` records, or one ``drift.json`` (a list of records, or ``{"nodes": [...]}``).
+
+A per-node record is read tolerantly: ``{host, ok | status, violations: [{severity, code, host, field,
+message}], pool?, summary?, facts?}``; the host defaults to the file name, the status to "fail" when
+an error violation is present.
+
+Exit codes: 0 rendered; 2 no report, or one that cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .common import EXIT_OK, ROOT, CliError
+
+KINDS = ("acceptance", "gate", "drift")
+GATE_DIRS = ("hardware", "gate")
+GATE_FILES = ("gate.json", "hardware.json")
+MAX_JSON_BYTES = 64 * 1024 * 1024
+MAX_RECORDS = 100_000
+_STAMP_RE = re.compile(r"^\d{8}T?\d{4,6}")
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "report",
+        help="render the latest (or a given) acceptance / hardware-gate / drift report as Markdown",
+        description=(
+            "Render a report's JSON as Markdown on stdout. Without PATH, the latest report under --dir "
+            "(reports/<cluster>/<timestamp>/, latest = greatest timestamp) of --kind (default: any). "
+            "PATH may be a report directory, a cluster directory (its latest report) or a JSON file. "
+            "Exit 0: rendered; 2: no report, or one that cannot be read."
+        ),
+    )
+    p.add_argument("path", nargs="?", metavar="PATH", help="report directory, cluster directory or JSON file")
+    p.add_argument(
+        "--dir",
+        default=os.path.join(ROOT, "reports"),
+        metavar="DIR",
+        help="where reports are written (default: reports/ at the repository root)",
+    )
+    p.add_argument(
+        "--kind",
+        choices=KINDS,
+        help="acceptance (NCCL), gate (hardware facts per node) or drift; default: whatever the report holds",
+    )
+    p.add_argument(
+        "--plots",
+        action="store_true",
+        help="redraw the acceptance report's busbw-vs-size PNGs into its directory (needs matplotlib)",
+    )
+    p.add_argument("--list", action="store_true", help="list the reports under --dir (newest last) instead")
+    p.set_defaults(func=run)
+
+
+# --- finding reports -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReportDir:
+    path: str
+    kinds: tuple[str, ...]
+
+    @property
+    def stamp(self) -> str:
+        return os.path.basename(os.path.normpath(self.path))
+
+    @property
+    def cluster(self) -> str:
+        return os.path.basename(os.path.dirname(os.path.normpath(self.path)))
+
+
+def _json_files(directory: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [os.path.join(directory, n) for n in names if n.endswith(".json") and not n.startswith(".")]
+
+
+def kinds_in(directory: str) -> tuple[str, ...]:
+    """The kinds of report a directory holds, in KINDS order."""
+    found: list[str] = []
+    if os.path.isfile(os.path.join(directory, "acceptance.json")):
+        found.append("acceptance")
+    if any(os.path.isfile(os.path.join(directory, f)) for f in GATE_FILES) or any(
+        _json_files(os.path.join(directory, d)) for d in GATE_DIRS
+    ):
+        found.append("gate")
+    if os.path.isfile(os.path.join(directory, "drift.json")) or _json_files(os.path.join(directory, "drift")):
+        found.append("drift")
+    return tuple(found)
+
+
+def find_reports(base: str, kind: str | None = None) -> list[ReportDir]:
+    """Report directories one or two levels under ``base`` (``<cluster>/<timestamp>`` or ``<run>``), oldest first."""
+    out: list[ReportDir] = []
+    if not os.path.isdir(base):
+        return out
+
+    def subdirs(d: str) -> list[str]:
+        try:
+            return sorted(os.path.join(d, n) for n in os.listdir(d) if os.path.isdir(os.path.join(d, n)))
+        except OSError:
+            return []
+
+    for first in subdirs(base):
+        candidates = [first, *subdirs(first)]
+        for d in candidates:
+            ks = kinds_in(d)
+            if ks and (kind is None or kind in ks):
+                out.append(ReportDir(d, ks))
+    return sorted(out, key=_age_key)
+
+
+def _age_key(r: ReportDir) -> tuple:
+    try:
+        mtime = os.path.getmtime(r.path)
+    except OSError:
+        mtime = 0.0
+    # Timestamp-named directories sort by name (UTC stamps compare as strings); others after them by mtime.
+    return (1 if _STAMP_RE.match(r.stamp) else 0, r.stamp if _STAMP_RE.match(r.stamp) else "", mtime, r.path)
+
+
+def resolve(path: str | None, base: str, kind: str | None) -> ReportDir | str:
+    """The report to render: a ReportDir, or a JSON file path. CliError(code 2) when there is none."""
+    what = f"{kind} report" if kind else "report"
+    if path is None:
+        found = find_reports(base, kind)
+        if not found:
+            hint = {"gate": "gpufleet verify", "drift": "gpufleet drift"}.get(kind or "", "gpufleet accept")
+            raise CliError(f"no {what} under {_show(base)}: run {hint} first")
+        return found[-1]
+    if os.path.isfile(path):
+        return path
+    if not os.path.isdir(path):
+        raise CliError(f"{path}: no such report directory or JSON file")
+    ks = kinds_in(path)
+    if ks and (kind is None or kind in ks):
+        return ReportDir(path, ks)
+    found = find_reports(path, kind)
+    if not found:
+        raise CliError(f"no {what} in {path}: expected acceptance.json, hardware/*.json, gate/*.json or drift.json")
+    return found[-1]
+
+
+def _show(path: str) -> str:
+    rel = os.path.relpath(path)
+    return (rel if not rel.startswith("..") else path).rstrip("/") + "/"
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+
+def load_json(path: str):
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_JSON_BYTES:
+            raise CliError(f"{path}: {size} bytes, expected a report under {MAX_JSON_BYTES} bytes")
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise CliError(f"{path}: JSON nested too deep") from None
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _records_from(data, path: str) -> tuple[list[dict], list[dict], dict]:
+    """(node records, report-wide violations, meta) from one JSON document of a gate or drift report."""
+    meta: dict = {}
+    extra: list[dict] = []
+    if isinstance(data, dict) and any(k in data for k in ("nodes", "hosts", "records")):
+        meta = {k: data.get(k) for k in ("cluster", "timestamp", "verdict") if isinstance(data.get(k), str)}
+        extra = [v for v in data.get("violations") or [] if isinstance(v, dict)]
+        items = data.get("nodes") or data.get("hosts") or data.get("records") or []
+    elif isinstance(data, list):
+        items = data
+    elif isinstance(data, dict):
+        items = [data]
+    else:
+        raise CliError(
+            f"{path}: expected a per-node record (a JSON object) or a list of them, found {type(data).__name__}"
+        )
+    if not isinstance(items, list):
+        raise CliError(f"{path}: expected a list of per-node records, found {type(items).__name__}")
+    default_host = os.path.splitext(os.path.basename(path))[0]
+    records = []
+    for i, item in enumerate(items[:MAX_RECORDS]):
+        if not isinstance(item, dict):
+            raise CliError(f"{path}: record {i}: expected a JSON object, found {type(item).__name__}")
+        records.append(normalize_record(item, default_host if len(items) == 1 else f"#{i}"))
+    return records, extra, meta
+
+
+def normalize_record(item: dict, default_host: str) -> dict:
+    """A per-node record with every field the renderer reads, whatever the writer left out."""
+    host = item.get("host") if isinstance(item.get("host"), str) and item.get("host") else default_host
+    violations = [v for v in (item.get("violations") or []) if isinstance(v, dict)]
+    errors = [v for v in violations if v.get("severity") == "error"]
+    if isinstance(item.get("ok"), bool):
+        status = "pass" if item["ok"] else "fail"
+    elif isinstance(item.get("status"), str) and item["status"]:
+        status = item["status"]
+    else:
+        status = "fail" if errors else "pass"
+    summary = item.get("summary") if isinstance(item.get("summary"), dict) else {}
+    return {
+        "host": host,
+        "pool": item.get("pool") if isinstance(item.get("pool"), str) else None,
+        "status": status,
+        "summary": summary,
+        "violations": violations,
+    }
+
+
+def load_nodes(report: ReportDir | str, kind: str) -> tuple[list[dict], list[dict], dict]:
+    """Every node record of a gate / drift report (records, report-wide violations, meta)."""
+    if isinstance(report, str):
+        files = [report]
+    elif kind == "gate":
+        files = [os.path.join(report.path, f) for f in GATE_FILES if os.path.isfile(os.path.join(report.path, f))]
+        for d in GATE_DIRS:
+            files += _json_files(os.path.join(report.path, d))
+    else:
+        single = os.path.join(report.path, "drift.json")
+        files = [single] if os.path.isfile(single) else []
+        files += _json_files(os.path.join(report.path, "drift"))
+    records: list[dict] = []
+    extra: list[dict] = []
+    meta: dict = {}
+    for f in files:
+        r, e, m = _records_from(load_json(f), f)
+        records += r
+        extra += e
+        meta = {**m, **meta}
+    if not isinstance(report, str):
+        meta.setdefault("cluster", report.cluster)
+        meta.setdefault("timestamp", report.stamp)
+    by_host: dict[str, dict] = {}
+    for r in records:  # a host written twice (gate/ and hardware/): the last file wins
+        by_host[r["host"]] = r
+    return [by_host[h] for h in sorted(by_host, key=_natural)], extra, meta
+
+
+def _natural(name: str) -> tuple:
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name) if p)
+
+
+# --- Markdown ---------------------------------------------------------------------------------------
+
+
+def _cell(value) -> str:
+    if value is None or value == "" or value == []:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(_cell(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_cell(v)}" for k, v in value.items())
+    text = str(value)
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return text.replace("|", "\\|")[:400]
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_nodes_markdown(title: str, records: list[dict], extra: list[dict], meta: dict) -> str:
+    """A gate or drift report: verdict, one row per node, then every violation."""
+    violations = [v for r in records for v in r["violations"]] + extra
+    errors = sum(1 for v in violations if v.get("severity") == "error")
+    warnings = sum(1 for v in violations if v.get("severity") == "warning")
+    failed = [r["host"] for r in records if r["status"] not in ("pass", "ok", "passed")]
+    verdict = meta.get("verdict") or ("fail" if failed or any(v.get("severity") == "error" for v in extra) else "pass")
+    out = [f"# {title}: {meta.get('cluster') or '?'}", ""]
+    out.append(
+        f"**Verdict: {verdict.upper()}** ({len(failed)} of {len(records)} nodes failed; "
+        f"{errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}), "
+        f"{meta.get('timestamp') or '?'}"
+    )
+    out.append("")
+    if failed:
+        out += [f"- Failed: {', '.join(failed)}", ""]
+    keys: list[str] = []
+    for r in records:
+        keys += [k for k in r["summary"] if k not in keys]
+    out += ["## Nodes", ""]
+    if records:
+        with_pool = any(r["pool"] for r in records)
+        header = ["host", *(["pool"] if with_pool else []), "status", *keys, "errors"]
+        rows = []
+        for r in records:
+            codes = sorted({str(v.get("code")) for v in r["violations"] if v.get("severity") == "error"})
+            rows.append(
+                [
+                    r["host"],
+                    *([r["pool"]] if with_pool else []),
+                    r["status"].upper(),
+                    *[r["summary"].get(k) for k in keys],
+                    codes,
+                ]
+            )
+        out += _table(header, rows)
+    else:
+        out.append("No node records.")
+    out.append("")
+    out += ["## Violations", ""]
+    if violations:
+        order = {"error": 0, "warning": 1}
+        ordered = sorted(
+            violations,
+            key=lambda v: (order.get(v.get("severity"), 2), _natural(str(v.get("host") or "")), str(v.get("code"))),
+        )
+        out += _table(
+            ["severity", "code", "host", "field", "message"],
+            [[v.get("severity"), v.get("code"), v.get("host"), v.get("field"), v.get("message")] for v in ordered],
+        )
+    else:
+        out.append("None.")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_acceptance(path: str, plots: bool) -> str:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_report as rep
+
+    report = load_json(path)
+    if not isinstance(report, dict) or not isinstance(report.get("runs", []), list):
+        raise CliError(f"{path}: expected an NCCL acceptance report (a JSON object with runs), found something else")
+    if plots:
+        report = dict(report, runs=[dict(e) if isinstance(e, dict) else e for e in report.get("runs", [])])
+        _redraw(rep, report, os.path.dirname(os.path.abspath(path)))
+    try:
+        return rep.render_markdown(report)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise CliError(
+            f"{path}: not an NCCL acceptance report this version can read ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _redraw(rep, report: dict, out_dir: str) -> None:
+    drawn = 0
+    for e in report["runs"]:
+        if not isinstance(e, dict) or not (e.get("run") or {}).get("rows"):
+            continue
+        name = f"busbw-{rep.slug(str(e.get('label') or 'run'))}.png"
+        try:
+            rep.plot_run(e, os.path.join(out_dir, name))
+        except ImportError as exc:
+            report["plot_error"] = f"matplotlib is not available ({exc})"
+            print(f"warning: plots not drawn: {report['plot_error']}", file=sys.stderr)
+            return
+        except OSError as exc:
+            raise CliError(f"{out_dir}: cannot write {name} ({exc.strerror or exc})") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            print(f"warning: plot for {e.get('label')!r} not drawn ({type(exc).__name__}: {exc})", file=sys.stderr)
+            continue
+        e["plot"] = name
+        drawn += 1
+    if drawn:
+        report.pop("plot_error", None)
+    print(f"drew {drawn} plot{'s' if drawn != 1 else ''} in {out_dir}", file=sys.stderr)
+
+
+def _file_kind(path: str, data_hint: str | None) -> str:
+    if data_hint:
+        return data_hint
+    name = os.path.basename(path)
+    if name == "acceptance.json":
+        return "acceptance"
+    if name == "drift.json" or os.path.basename(os.path.dirname(os.path.abspath(path))) == "drift":
+        return "drift"
+    return "gate"
+
+
+TITLES = {"gate": "Hardware gate", "drift": "Drift"}
+
+
+def render(report: ReportDir | str, kind: str | None, plots: bool) -> str:
+    if isinstance(report, str):
+        k = _file_kind(report, kind)
+        if k == "acceptance":
+            return render_acceptance(report, plots)
+        records, extra, meta = load_nodes(report, k)
+        return render_nodes_markdown(TITLES[k], records, extra, meta)
+    parts = []
+    for k in [kind] if kind else list(report.kinds):
+        if k not in report.kinds:
+            raise CliError(f"{report.path}: holds no {k} report (it holds: {', '.join(report.kinds)})")
+        if k == "acceptance":
+            parts.append(render_acceptance(os.path.join(report.path, "acceptance.json"), plots))
+        else:
+            records, extra, meta = load_nodes(report, k)
+            parts.append(render_nodes_markdown(TITLES[k], records, extra, meta))
+    return "\n".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        found = find_reports(args.dir, args.kind)
+        if not found:
+            raise CliError(
+                f"no {args.kind + ' ' if args.kind else ''}report under {_show(args.dir)}: run gpufleet accept first"
+            )
+        for r in found:
+            print(f"{r.cluster:<20} {r.stamp:<20} {','.join(r.kinds):<24} {r.path}")
+        return EXIT_OK
+    report = resolve(args.path, args.dir, args.kind)
+    if args.plots and not (
+        (isinstance(report, str) and _file_kind(report, args.kind) == "acceptance")
+        or (isinstance(report, ReportDir) and "acceptance" in report.kinds and args.kind in (None, "acceptance"))
+    ):
+        print("warning: --plots: only acceptance reports have plots", file=sys.stderr)
+    if isinstance(report, ReportDir):
+        print(f"report: {report.path}", file=sys.stderr)
+    sys.stdout.write(render(report, args.kind, args.plots))
+    return EXIT_OK

@@ -1,0 +1,108 @@
+"""scripts/bench_lab: "lab not up" handled, the provision summary parsed, the figures computed."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from gpufleet_cli.runner import EventTracker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_bench():
+    loader = importlib.machinery.SourceFileLoader("bench_lab", str(ROOT / "scripts/bench_lab"))
+    spec = importlib.util.spec_from_loader("bench_lab", loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_lab"] = module  # dataclasses look their module up there
+    loader.exec_module(module)
+    return module
+
+
+bench = load_bench()
+
+
+def canned_summary(changed: int, phases: list[tuple[str, float, int]]) -> str:
+    """A summary exactly as gpufleet_cli.runner prints it, from a scripted event stream."""
+    now = [0.0]
+
+    def tick() -> float:
+        return now[0]
+
+    tracker = EventTracker(clock=tick)
+    for name, seconds, tasks in phases:
+        tracker.handle({"event": "playbook_on_play_start", "event_data": {"play": name}})
+        for t in range(tasks):
+            tracker.handle({"event": "playbook_on_task_start", "event_data": {"task": f"t{t}"}})
+        now[0] += seconds
+    ok = {"lab-ctl01": 40, "lab-gpu01": 55, "lab-gpu02": 55}
+    tracker.handle(
+        {
+            "event": "playbook_on_stats",
+            "event_data": {
+                "ok": ok,
+                "changed": {"lab-gpu01": changed} if changed else {},
+                "failures": {},
+                "dark": {},
+                "skipped": {"lab-ctl01": 3},
+            },
+        }
+    )
+    noise = "== Preflight\n   FAILED nothing\nSummary of nothing\n"  # progress lines before the summary
+    return noise + tracker.summary(log_path="/tmp/x/stdout") + "\n"
+
+
+PHASES = [("Preflight: brief vs inventory", 2.0, 3), ("Base OS", 30.5, 20), ("GPU stack", 41.25, 30)]
+
+
+def test_parse_canned_summary():
+    s = bench.parse_summary(canned_summary(4, PHASES))
+    assert s.found
+    assert s.phases == [("Preflight: brief vs inventory", 2.0, 3), ("Base OS", 30.5, 20), ("GPU stack", 41.2, 30)]
+    assert s.hosts["lab-gpu01"] == {"ok": 55, "changed": 4, "failed": 0, "unreachable": 0, "skipped": 0}
+    assert s.changed == 4
+    assert s.host_line == {"total": 3, "ok": 3, "changed": 1, "failed": 0, "unreachable": 0}
+
+
+def test_parse_without_summary():
+    assert not bench.parse_summary("ERROR! the playbook could not be found\n").found
+
+
+@pytest.mark.parametrize(("t2", "changed", "ratio_ok"), [(18.0, 0, True), (40.0, 2, False)])
+def test_figures(t2, changed, ratio_ok):
+    first = (80.0, bench.parse_summary(canned_summary(30, PHASES)))
+    rerun = (t2, bench.parse_summary(canned_summary(changed, [(n, s / 5, t) for n, s, t in PHASES])))
+    text = bench.format_figures(first, rerun)
+    assert "first converge         80.0 s" in text
+    assert f"no-op re-run       {t2:8.1f} s" in text
+    assert ("(target <= 25 %: met)" in text) is ratio_ok
+    assert f"re-run changed     {changed:8d}" in text
+    assert ("lab-gpu01" in text) is (changed > 0)
+    assert "  Base OS                            30.5       6.1     20%" in text
+
+
+def test_lab_not_up_prints_and_exits_0(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "lab_up", lambda: False)
+    monkeypatch.setattr(bench, "provision", lambda inv: pytest.fail("must not provision when the lab is down"))
+    assert bench.main([]) == 0
+    assert capsys.readouterr().out.strip() == "lab not up: run scripts/gpufleet lab up"
+
+
+def test_two_runs_figures(monkeypatch, capsys):
+    outputs = iter([(0, 90.0, canned_summary(25, PHASES)), (0, 20.0, canned_summary(0, PHASES))])
+    monkeypatch.setattr(bench, "lab_up", lambda: True)
+    monkeypatch.setattr(bench, "provision", lambda inv: next(outputs))
+    assert bench.main(["-i", "inventories/lab"]) == 0
+    out = capsys.readouterr().out
+    assert "re-run / first         22.2 %   (target <= 25 %: met)" in out
+    assert "re-run changed            0     (target 0: met)" in out
+
+
+def test_failed_run_exit_1(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "lab_up", lambda: True)
+    monkeypatch.setattr(bench, "provision", lambda inv: (1, 5.0, "boom\n"))
+    assert bench.main([]) == 1
+    assert "first converge: provision exited 1 without a summary" in capsys.readouterr().out
