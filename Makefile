@@ -7,7 +7,7 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Scenarios, slowest last. Each is a few lines over .config/molecule/config.yml.
-SCENARIOS ?= cluster
+SCENARIOS ?= gpu_stack cluster
 # Debian suites whose test-host images the scenarios use.
 SUITES ?= bookworm trixie
 

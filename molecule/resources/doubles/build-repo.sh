@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# Build the GPU-stack test doubles' package repositories (test bed only).
+#
+#   build-repo.sh OUTDIR
+#
+# OUTDIR gets three trees, each shaped like the NVIDIA repository it stands in for:
+#   cuda/                  flat apt repo like developer.download.nvidia.com/compute/cuda/repos/<distro>/x86_64/
+#                          (driver, fabric manager, CUDA toolkit, NCCL, DCGM)
+#   libnvidia-container/   flat apt repo like nvidia.github.io/libnvidia-container/stable/deb/amd64/
+#   src/                   nccl-tests-<version>.tar.gz (a stand-in source tree) + SHA256SUMS
+# plus gpufleet-doubles.asc, the public key both apt repositories are signed with
+# (a throwaway key kept in OUTDIR/../doubles-repo-gnupg).
+#
+# The packages carry NVIDIA's real names, versions and version-locked Depends
+# (Debian flavour of the CUDA repository), and two versions of the pinned ones,
+# so that pins, holds and downgrades are exercised. Their programs are stand-ins
+# (stack/bin) answering from /etc/gpufleet-doubles/hw-profile.json.
+# Needs dpkg-deb, apt-ftparchive (apt-utils), gpg and a C compiler.
+# Rebuilds only when its inputs changed.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:?usage: build-repo.sh OUTDIR}
+stack=$here/stack
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+gnupg=${GPUFLEET_DOUBLES_GNUPG:-$(dirname "$out")/doubles-repo-gnupg}
+
+# Versions: the pinned one first, then a newer one that must never be picked up.
+driver_versions=(570.133.20 570.148.08)
+cuda_versions=(12.8.0 12.8.1)          # cuda-toolkit-12-8 package versions (12.8.1 = the 12.8 pin)
+cuda_other=12.9.1                       # a second toolkit, for the alternatives test
+nccl_versions=(2.26.2 2.26.5)
+nccl_cuda=12.8
+dcgm_versions=(4.2.3 4.3.1)
+toolkit_versions=(1.17.5 1.17.8)
+nccl_tests_version=2.16.3
+
+for tool in dpkg-deb apt-ftparchive gpg cc; do
+  command -v "$tool" >/dev/null || { echo "build-repo.sh: $tool is missing (apt-get install dpkg apt-utils gnupg gcc)" >&2; exit 1; }
+done
+
+stamp=$( { cat "$0"; find "$stack" "$here/bin" -type f -print0 2>/dev/null | sort -z | xargs -0 cat; } | sha256sum | cut -c1-16)
+if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ] && [ -f "$out/gpufleet-doubles.asc" ]; then
+  echo "doubles repo up to date ($stamp)"
+  exit 0
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rm -rf "$out/cuda" "$out/libnvidia-container" "$out/src"
+mkdir -p "$out/cuda" "$out/libnvidia-container" "$out/src"
+
+# pkg REPO NAME VERSION DEPENDS [CONFLICTS]: build $work/root/NAME-VERSION into REPO.
+pkg() {
+  local repo=$1 name=$2 version=$3 depends=$4 conflicts=${5:-} root=$work/root/$2-$3
+  mkdir -p "$root/DEBIAN" "$root/usr/share/doc/$name"
+  printf 'gpufleet test double of NVIDIA package %s %s: not the real software.\n' "$name" "$version" \
+    >"$root/usr/share/doc/$name/README.gpufleet-double"
+  {
+    printf 'Package: %s\nVersion: %s\nArchitecture: amd64\n' "$name" "$version"
+    printf 'Maintainer: gpufleet test bed <noreply@gpufleet.invalid>\nSection: non-free/libs\nPriority: optional\n'
+    [ -n "$depends" ] && printf 'Depends: %s\n' "$depends"
+    [ -n "$conflicts" ] && printf 'Conflicts: %s\n' "$conflicts"
+    printf 'Description: %s (gpufleet test double)\n Stand-in with the vendor'"'"'s name and version for the test bed.\n' "$name"
+  } >"$root/DEBIAN/control"
+  dpkg-deb -Zgzip --root-owner-group --build "$root" "$out/$repo/${name}_${version#*:}_amd64.deb" >/dev/null
+}
+# put NAME-VERSION SRC DEST [MODE] [SUBST...]: a file into a package root, @KEY@ replaced.
+put() {
+  local root=$work/root/$1 src=$2 dest=$3 mode=${4:-0755}
+  shift 4 || shift $#
+  mkdir -p "$(dirname "$root$dest")"
+  cp "$src" "$root$dest"
+  local kv
+  for kv in "$@"; do sed -i "s|@${kv%%=*}@|${kv#*=}|g" "$root$dest"; done
+  chmod "$mode" "$root$dest"
+}
+# script NAME-VERSION KIND BODY: a maintainer script.
+script() {
+  local root=$work/root/$1
+  mkdir -p "$root/DEBIAN"
+  printf '#!/bin/sh\nset -e\n%s\n' "$3" >"$root/DEBIAN/$2"
+  chmod 0755 "$root/DEBIAN/$2"
+}
+# helper NAME-VERSION PACKAGE: the stand-ins' profile reader, in a directory of the package's own.
+helper() {
+  put "$1" "$stack/bin/gpufleet_doubles_profile.py" "/usr/lib/gpufleet-doubles/$2/gpufleet_doubles_profile.py" 0644
+}
+
+nvidia_smi=$here/bin/nvidia-smi
+[ -f "$nvidia_smi" ] || nvidia_smi=$stack/bin/nvidia-smi-minimal
+
+# --- driver (Debian names in NVIDIA's CUDA repository) ------------------------
+for v in "${driver_versions[@]}"; do
+  dv=$v-1 branch=${v%%.*}
+  cc -shared -fPIC -o "$work/libstub.so" -x c - <<<'int gpufleet_driver_double(void) { return 0; }'
+  mkdir -p "$work/root/libcuda1-$dv/usr/lib/x86_64-linux-gnu"
+  cp "$work/libstub.so" "$work/root/libcuda1-$dv/usr/lib/x86_64-linux-gnu/libcuda.so.$v"
+  cp "$work/libstub.so" "$work/root/libcuda1-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$v"
+  ln -s "libcuda.so.$v" "$work/root/libcuda1-$dv/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+  ln -s "libnvidia-ml.so.$v" "$work/root/libcuda1-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+  pkg cuda libcuda1 "$dv" ""
+  put "nvidia-smi-$dv" "$nvidia_smi" /usr/bin/nvidia-smi 0755 PKG=nvidia-smi
+  helper "nvidia-smi-$dv" nvidia-smi
+  pkg cuda nvidia-smi "$dv" "libcuda1 (= $dv)"
+  pkg cuda nvidia-driver-cuda "$dv" "nvidia-smi (= $dv), libcuda1 (= $dv)"
+  mkdir -p "$work/root/nvidia-kernel-open-dkms-$dv/usr/src/nvidia-$v" "$work/root/nvidia-kernel-dkms-$dv/usr/src/nvidia-$v"
+  pkg cuda nvidia-kernel-open-dkms "$dv" "" nvidia-kernel-dkms
+  pkg cuda nvidia-kernel-dkms "$dv" "" nvidia-kernel-open-dkms
+  put "nvidia-persistenced-$dv" "$stack/bin/daemon-standin" /usr/bin/nvidia-persistenced 0755 NAME=nvidia-persistenced "VERSION=$v"
+  put "nvidia-persistenced-$dv" "$stack/units/nvidia-persistenced.service" /lib/systemd/system/nvidia-persistenced.service 0644
+  pkg cuda nvidia-persistenced "$dv" "libcuda1 (= $dv)"
+  fm=nvidia-fabricmanager-$branch-$dv
+  put "$fm" "$stack/bin/daemon-standin" /usr/bin/nv-fabricmanager 0755 NAME=nv-fabricmanager "VERSION=$v"
+  put "$fm" "$stack/units/nvidia-fabricmanager.service" /lib/systemd/system/nvidia-fabricmanager.service 0644
+  mkdir -p "$work/root/$fm/usr/share/nvidia/nvswitch"
+  printf 'LOG_LEVEL=4\nFABRIC_MODE=0\n' >"$work/root/$fm/usr/share/nvidia/nvswitch/fabricmanager.cfg"
+  pkg cuda "nvidia-fabricmanager-$branch" "$dv" ""
+done
+
+# --- CUDA toolkits -------------------------------------------------------------
+for full in "${cuda_versions[@]}" "$cuda_other"; do
+  minor=${full%.*} dv=$full-1 name=cuda-toolkit-${full%%.*}-$(cut -d. -f2 <<<"$full")
+  prio=$(( ${minor%%.*} * 10 + ${minor#*.} ))
+  r=$name-$dv
+  put "$r" "$stack/bin/nvcc" "/usr/local/cuda-$minor/bin/nvcc" 0755 "MINOR=$minor" "FULL=$full"
+  mkdir -p "$work/root/$r/usr/local/cuda-$minor/include" "$work/root/$r/usr/local/cuda-$minor/lib64"
+  printf '{\n   "cuda" : {\n      "name" : "CUDA SDK",\n      "version" : "%s"\n   }\n}\n' "$full" >"$work/root/$r/usr/local/cuda-$minor/version.json"
+  printf '/* gpufleet test double */\n#define CUDART_VERSION %d\n' "$(( ${minor%%.*} * 1000 + ${minor#*.} * 10 ))" \
+    >"$work/root/$r/usr/local/cuda-$minor/include/cuda_runtime_api.h"
+  # As cuda-toolkit-X-Y-config-common does: register /usr/local/cuda with the alternatives system.
+  script "$r" postinst "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-$minor $prio"
+  script "$r" prerm "[ \"\$1\" = upgrade ] || update-alternatives --remove cuda /usr/local/cuda-$minor"
+  pkg cuda "$name" "$dv" ""
+done
+
+# --- NCCL ---------------------------------------------------------------------------
+for v in "${nccl_versions[@]}"; do
+  IFS=. read -r major minor patch <<<"$v"
+  dv=$v-1+cuda$nccl_cuda code=$(( major * 10000 + minor * 100 + patch ))
+  lib=$work/root/libnccl2-$dv/usr/lib/x86_64-linux-gnu
+  mkdir -p "$lib"
+  cc -shared -fPIC -Wl,-soname,libnccl.so.2 -DNCCL_STUB_CODE="$code" -o "$lib/libnccl.so.$v" "$stack/nccl-stub.c"
+  ln -s "libnccl.so.$v" "$lib/libnccl.so.2"
+  pkg cuda libnccl2 "$dv" ""
+  dev=$work/root/libnccl-dev-$dv
+  mkdir -p "$dev/usr/include" "$dev/usr/lib/x86_64-linux-gnu"
+  ln -s libnccl.so.2 "$dev/usr/lib/x86_64-linux-gnu/libnccl.so"
+  cat >"$dev/usr/include/nccl.h" <<H
+/* gpufleet test double of NCCL's nccl.h: the version macros and what the probe needs. */
+#ifndef NCCL_H_
+#define NCCL_H_
+#define NCCL_MAJOR $major
+#define NCCL_MINOR $minor
+#define NCCL_PATCH $patch
+#define NCCL_SUFFIX ""
+#define NCCL_VERSION_CODE $code
+#define NCCL_VERSION(X,Y,Z) (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+typedef enum { ncclSuccess = 0 } ncclResult_t;
+ncclResult_t ncclGetVersion(int *version);
+#endif
+H
+  pkg cuda libnccl-dev "$dv" "libnccl2 (= $dv)"
+done
+
+# --- DCGM 4 ---------------------------------------------------------------------
+for v in "${dcgm_versions[@]}"; do
+  dv=1:$v-1 r=datacenter-gpu-manager-4-core-1:$v-1
+  put "$r" "$stack/bin/nv-hostengine" /usr/bin/nv-hostengine 0755 "VERSION=$v" PKG=datacenter-gpu-manager-4-core
+  helper "$r" datacenter-gpu-manager-4-core
+  put "$r" "$stack/units/nvidia-dcgm.service" /lib/systemd/system/nvidia-dcgm.service 0644
+  pkg cuda datacenter-gpu-manager-4-core "$dv" ""
+  pkg cuda datacenter-gpu-manager-4-cuda12 "$dv" "datacenter-gpu-manager-4-core (= $dv)"
+done
+
+# --- NVIDIA container toolkit (its own repository, as in production) ------------------
+for v in "${toolkit_versions[@]}"; do
+  dv=$v-1
+  mkdir -p "$work/root/libnvidia-container1-$dv/usr/lib/x86_64-linux-gnu"
+  cp "$work/libstub.so" "$work/root/libnvidia-container1-$dv/usr/lib/x86_64-linux-gnu/libnvidia-container.so.$v"
+  pkg libnvidia-container libnvidia-container1 "$dv" ""
+  printf '#!/bin/sh\necho "cli-version: %s (gpufleet test double)"\n' "$v" >"$work/cli"
+  put "libnvidia-container-tools-$dv" "$work/cli" /usr/bin/nvidia-container-cli 0755
+  pkg libnvidia-container libnvidia-container-tools "$dv" "libnvidia-container1 (>= $dv)"
+  r=nvidia-container-toolkit-base-$dv
+  put "$r" "$stack/bin/nvidia-ctk" /usr/bin/nvidia-ctk 0755 "VERSION=$v" PKG=nvidia-container-toolkit-base
+  helper "$r" nvidia-container-toolkit-base
+  printf '#!/bin/sh\necho "nvidia-container-runtime (gpufleet test double) %s" >&2\nexec runc "$@"\n' "$v" >"$work/rt"
+  put "$r" "$work/rt" /usr/bin/nvidia-container-runtime 0755
+  printf '#!/bin/sh\nexit 0\n' >"$work/hook"
+  put "$r" "$work/hook" /usr/bin/nvidia-cdi-hook 0755
+  pkg libnvidia-container nvidia-container-toolkit-base "$dv" ""
+  put "nvidia-container-toolkit-$dv" "$work/hook" /usr/bin/nvidia-container-runtime-hook 0755
+  pkg libnvidia-container nvidia-container-toolkit "$dv" \
+    "nvidia-container-toolkit-base (= $dv), libnvidia-container-tools (>= $dv), libnvidia-container-tools (<< 2.0.0)"
+done
+
+# --- nccl-tests source (stand-in tree, real build interface) ---------------------
+src=$work/nccl-tests-$nccl_tests_version
+mkdir -p "$src/src"
+cp "$stack/nccl-tests/Makefile" "$src/"
+cp "$stack/nccl-tests/src/probe.c" "$stack/nccl-tests/src/perf.standin" "$src/src/"
+if [ -f "$here/bin/all_reduce_perf" ]; then
+  cp "$here/bin/all_reduce_perf" "$src/src/all_reduce_perf.standin"
+else
+  cp "$stack/nccl-tests/src/perf.standin" "$src/src/all_reduce_perf.standin"
+fi
+tar -C "$work" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -c "nccl-tests-$nccl_tests_version" \
+  | gzip -n >"$out/src/nccl-tests-$nccl_tests_version.tar.gz"
+(cd "$out/src" && sha256sum ./*.tar.gz | sed 's| \./| |' >SHA256SUMS)
+
+# --- indexes and signatures --------------------------------------------------------
+if [ ! -f "$gnupg/pubring.kbx" ]; then
+  mkdir -p "$gnupg" && chmod 700 "$gnupg"
+  gpg --homedir "$gnupg" --batch --passphrase '' --quick-gen-key 'gpufleet test doubles <noreply@gpufleet.invalid>' ed25519 sign never 2>/dev/null
+fi
+gpg --homedir "$gnupg" --batch --armor --export >"$out/gpufleet-doubles.asc"
+for repo in cuda libnvidia-container; do
+  (
+    cd "$out/$repo"
+    apt-ftparchive packages . >Packages
+    gzip -9nkf Packages
+    apt-ftparchive -o APT::FTPArchive::Release::Origin="gpufleet test doubles ($repo)" \
+      -o APT::FTPArchive::Release::Label="$repo" release . >Release
+    gpg --homedir "$gnupg" --batch --yes --clearsign -o InRelease Release
+    gpg --homedir "$gnupg" --batch --yes -abs -o Release.gpg Release
+  )
+done
+chmod -R a+rX "$out"
+echo "$stamp" >"$out/.stamp"
+echo "doubles repo built in $out ($(find "$out" -name '*.deb' | wc -l) packages)"
