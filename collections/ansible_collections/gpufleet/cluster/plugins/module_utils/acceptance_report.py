@@ -401,7 +401,10 @@ def plot_run(entry: dict, path: str) -> str:
         sub = f"{run.get('ranks') or '?'} ranks on {who or '?'}; NCCL {run.get('nccl_version') or '?'}"
         ax.set_title(f"{title}  [{entry.get('result', '').upper()}]\n{sub}", fontsize=11)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(loc="lower right", fontsize=9, framealpha=0.9)  # busbw rises to the right: that corner is empty
+        # busbw rises to the right, so the lower right corner is empty, unless the run stayed low (a slow
+        # run): its curve ends there, and the middle left is empty instead.
+        low = entry.get("busbw_largest") is not None and entry["busbw_largest"] < 0.5 * top
+        ax.legend(loc="center left" if low else "lower right", fontsize=9, framealpha=0.9)
         fig.tight_layout()
         fig.savefig(path)
     finally:

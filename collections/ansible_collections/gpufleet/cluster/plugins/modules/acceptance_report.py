@@ -1,0 +1,365 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# Apache License 2.0 (see galaxy.yml)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: acceptance_report
+short_description: Write the NCCL acceptance report (JSON, Markdown, busbw plots)
+version_added: 0.1.0
+description:
+  - Builds the report of an NCCL acceptance from the runs, transport evidence, node records, violations, bisect
+    and drained nodes the C(acceptance) role collected, and writes it under I(dest)C(/<cluster>/<timestamp>/) -
+    C(acceptance.json) (schema C(gpufleet.nccl-acceptance/1)), C(acceptance.md), one C(busbw-<run>.png) per run
+    (busbw against message size, with the floor and the physical limit), and the raw output of each run under
+    C(logs/).
+  - Meant for the controller (C(delegate_to: localhost)), whose Python has matplotlib; without matplotlib the
+    plots are skipped and the report says why.
+  - The verdict fails on any error violation or any single-/multi-node run below its floor; bisect runs are
+    diagnostics. The module itself fails only on bad options or when it cannot write.
+options:
+  dest:
+    description: Base directory of the reports.
+    type: path
+    required: true
+  cluster:
+    description: Cluster name (the brief's C(cluster.name)); the report goes under I(dest)C(/<cluster>/).
+    type: str
+    required: true
+  timestamp:
+    description: The report's timestamp (C(20250101T120000Z)); default now (UTC).
+    type: str
+  runs:
+    description:
+      - One record per run - C(label), C(scope) (C(single-node), C(multi-node) or C(bisect)), C(host) (single-node),
+        C(floor_gbps), C(limit_gbps), C(run) (one run of P(gpufleet.cluster.nccl_parse#filter), or null when the
+        launcher printed no table), and optionally C(output), the raw output, written to C(logs/<label>.log).
+    type: list
+    elements: dict
+    default: []
+  debug:
+    description: NCCL_DEBUG=INFO evidence, one entry per run that printed some.
+    type: list
+    elements: dict
+    default: []
+  nodes:
+    description: Node records (P(gpufleet.cluster.nccl_node_record#filter)).
+    type: list
+    elements: dict
+    default: []
+  expected_nodes:
+    description:
+      - Every node of the pools under test. One without a node record or a single-node run is reported as
+        C(not tested) with the violation C(NCCL_NODE_NOT_TESTED) (unreachable, or its phase failed).
+    type: list
+    elements: str
+    default: []
+  violations:
+    description: Every violation of the acceptance.
+    type: list
+    elements: dict
+    default: []
+  bisect:
+    description: The finished bisect plan, or a list of them (one per pool); they are merged for the report.
+    type: raw
+  drained:
+    description: Nodes drained by this acceptance.
+    type: list
+    elements: str
+    default: []
+  floors:
+    description: The brief's acceptance block (as the runs used it).
+    type: dict
+    default: {}
+  limits:
+    description: Physical limits, C(single_node_gbps) and C(multi_node_gbps).
+    type: dict
+    default: {}
+  versions:
+    description: The brief's software pins, shown beside what the nodes report.
+    type: dict
+    default: {}
+  context:
+    description: Anything else worth keeping in the JSON (launcher, container image, the pools' specs).
+    type: dict
+    default: {}
+  plots:
+    description: Draw the busbw plots.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: In check mode the report is built and its verdict returned; nothing is written.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing) when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+author:
+  - gpufleet developers
+seealso:
+  - name: NCCL acceptance
+    description: Gate rules, bisect and the report's layout (docs/nccl-acceptance.md, docs/acceptance-role.md).
+    link: https://example.invalid/gpufleet/docs/nccl-acceptance.md
+"""
+
+EXAMPLES = r"""
+- name: Write the acceptance report on the controller
+  gpufleet.cluster.acceptance_report:
+    dest: "{{ playbook_dir }}/../reports"
+    cluster: "{{ gpufleet_brief.cluster.name }}"
+    runs: "{{ _runs }}"
+    debug: "{{ _debug }}"
+    nodes: "{{ _nodes }}"
+    violations: "{{ _violations }}"
+    bisect: "{{ _plan | default(omit) }}"
+    drained: "{{ _drained }}"
+    floors: "{{ gpufleet_brief.acceptance }}"
+    versions: "{{ gpufleet_brief.software }}"
+  delegate_to: localhost
+  run_once: true
+  register: __report
+"""
+
+RETURN = r"""
+dir:
+  description: The report's directory (in check mode, where it would be).
+  returned: always
+  type: str
+  sample: reports/lab/20250101T120000Z
+json:
+  description: Path of C(acceptance.json).
+  returned: always
+  type: str
+markdown:
+  description: Path of C(acceptance.md).
+  returned: always
+  type: str
+plots:
+  description: Paths of the PNG plots written.
+  returned: always
+  type: list
+  elements: str
+logs:
+  description: Paths of the raw run outputs written.
+  returned: always
+  type: list
+  elements: str
+timestamp:
+  description: The report's timestamp.
+  returned: always
+  type: str
+verdict:
+  description: C(pass) or C(fail).
+  returned: always
+  type: str
+counts:
+  description: C(errors), C(warnings) and C(runs).
+  returned: always
+  type: dict
+errors:
+  description: The error violations, each C({severity, code, host, field, message}).
+  returned: always
+  type: list
+  elements: dict
+failed_runs:
+  description: Labels of the single-/multi-node runs that failed their gate.
+  returned: always
+  type: list
+  elements: str
+bad_nodes:
+  description: Nodes named by an error violation, a failed single-node run, or drained.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import (
+    build_report,
+    slug,
+    timestamp_now,
+    write_report,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import ERROR, violation
+
+_RUN_KEYS = ("label", "scope", "host", "floor_gbps", "limit_gbps", "run", "log")
+
+
+def merge_bisect(value) -> dict | None:
+    """One plan for the report from a plan, a list of plans (one per pool) or nothing."""
+    if not value:
+        return None
+    if isinstance(value, dict):
+        return value
+    plans = [p for p in value if isinstance(p, dict) and p]
+    if not plans:
+        return None
+    if len(plans) == 1:
+        return plans[0]
+    merged: dict = {
+        "done": all(p.get("done") for p in plans),
+        "next": [],
+        "slow_nodes": [],
+        "slow_links": [],
+        "slow_groups": [],
+        "good_nodes": [],
+        "inconclusive": all(p.get("inconclusive") for p in plans),
+        "tests": [],
+        "tests_run": 0,
+    }
+    reasons = []
+    for p in plans:
+        for key in ("slow_nodes", "slow_links", "slow_groups", "good_nodes", "tests"):
+            merged[key].extend(p.get(key) or [])
+        merged["tests_run"] += int(p.get("tests_run") or 0)
+        label = f"{p['pool']}: " if p.get("pool") else ""
+        reasons.append(f"{label}{p.get('reason', '')}")
+    merged["reason"] = "; ".join(reasons)
+    merged["plans"] = plans
+    return merged
+
+
+def write_logs(out_dir: str, records: list[dict], check_mode: bool) -> tuple[list[dict], list[str]]:
+    """Write each record's ``output`` to ``logs/<slug>.log``; records keep ``log`` (relative) instead."""
+    cleaned: list[dict] = []
+    written: list[str] = []
+    used: set[str] = set()
+    for record in records:
+        entry = {k: record.get(k) for k in _RUN_KEYS if k in record}
+        output = record.get("output")
+        if isinstance(output, str) and output:
+            name = slug(str(record.get("label") or "run"))
+            base, n = name, 2
+            while name in used:
+                name, n = f"{base}-{n}", n + 1
+            used.add(name)
+            rel = os.path.join("logs", f"{name}.log")
+            if not check_mode:
+                os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
+                with open(os.path.join(out_dir, rel), "w", encoding="utf-8") as fh:
+                    fh.write(output if output.endswith("\n") else output + "\n")
+            written.append(os.path.join(out_dir, rel))
+            entry["log"] = rel
+        cleaned.append(entry)
+    return cleaned, written
+
+
+def untested(expected: list[str], nodes: list[dict], runs: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Node rows and violations for expected nodes that have no record or no single-node run."""
+    recorded = {n.get("host") for n in nodes}
+    ran = {r.get("host") for r in runs if r.get("scope") == "single-node"}
+    rows, violations = [], []
+    for host in dict.fromkeys(expected):
+        if host in recorded and host in ran:
+            continue
+        if host not in recorded:
+            rows.append({"host": host, "status": "not tested", "versions": {}})
+        violations.append(
+            violation(
+                "NCCL_NODE_NOT_TESTED",
+                "pools[].group",
+                f"expected a single-node run and a record of {host}, found "
+                f"{'no record' if host not in recorded else 'no single-node run'} (unreachable, or its phase "
+                "failed or was skipped); fix the node and run acceptance again",
+                host,
+            )
+        )
+    return rows, violations
+
+
+def bad_nodes(report: dict) -> list[str]:
+    hosts = {v["host"] for v in report.get("violations") or [] if v.get("severity") == ERROR and v.get("host")}
+    hosts |= {e["host"] for e in report.get("runs") or [] if e.get("scope") == "single-node" and e["result"] == "fail"}
+    hosts |= set(report.get("drained") or [])
+    return sorted(h for h in hosts if h)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "dest": {"type": "path", "required": True},
+            "cluster": {"type": "str", "required": True},
+            "timestamp": {"type": "str"},
+            "runs": {"type": "list", "elements": "dict", "default": []},
+            "debug": {"type": "list", "elements": "dict", "default": []},
+            "nodes": {"type": "list", "elements": "dict", "default": []},
+            "expected_nodes": {"type": "list", "elements": "str", "default": []},
+            "violations": {"type": "list", "elements": "dict", "default": []},
+            "bisect": {"type": "raw"},
+            "drained": {"type": "list", "elements": "str", "default": []},
+            "floors": {"type": "dict", "default": {}},
+            "limits": {"type": "dict", "default": {}},
+            "versions": {"type": "dict", "default": {}},
+            "context": {"type": "dict", "default": {}},
+            "plots": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    bisect = p["bisect"]
+    if bisect is not None and not isinstance(bisect, (dict, list)):
+        module.fail_json(msg=f"bisect must be a plan (dict) or a list of plans, got {type(bisect).__name__}")
+    for i, v in enumerate(p["violations"]):
+        missing = {"severity", "code", "message"} - set(v)
+        if missing:
+            module.fail_json(msg=f"violations[{i}] lacks {', '.join(sorted(missing))}: {v!r}")
+    stamp = p["timestamp"] or timestamp_now()
+    out_dir = os.path.join(p["dest"], slug(p["cluster"]), stamp)
+    runs, logs = write_logs(out_dir, p["runs"], module.check_mode)
+    missing_rows, missing = untested(p["expected_nodes"], p["nodes"], runs)
+    flagged = {v.get("host") for v in p["violations"] if v.get("severity") == ERROR}
+    drained = set(p["drained"])
+    nodes = [
+        n
+        if n.get("status")
+        else dict(n, status="drained" if n.get("host") in drained else ("fail" if n.get("host") in flagged else "pass"))
+        for n in p["nodes"]
+    ]
+    report = build_report(
+        p["cluster"],
+        runs=runs,
+        debug=p["debug"],
+        nodes=[*nodes, *missing_rows],
+        violations=[*p["violations"], *missing],
+        bisect=merge_bisect(bisect),
+        drained=p["drained"],
+        floors=p["floors"],
+        limits=p["limits"],
+        versions=p["versions"],
+        timestamp=stamp,
+    )
+    if p["context"]:
+        report["context"] = p["context"]
+    result = {
+        "changed": True,
+        "dir": out_dir,
+        "json": os.path.join(out_dir, "acceptance.json"),
+        "markdown": os.path.join(out_dir, "acceptance.md"),
+        "plots": [],
+        "logs": logs,
+        "timestamp": stamp,
+        "verdict": report["verdict"],
+        "counts": report["counts"],
+        "errors": [v for v in report["violations"] if v.get("severity") == ERROR],
+        "failed_runs": [e["label"] for e in report["runs"] if e["scope"] != "bisect" and e["result"] == "fail"],
+        "bad_nodes": bad_nodes(report),
+    }
+    if not module.check_mode:
+        try:
+            written = write_report(p["dest"], report, plots=p["plots"])
+        except OSError as exc:
+            module.fail_json(msg=f"cannot write the report under {out_dir}: {exc}", **result)
+        result.update(dir=written["dir"], json=written["json"], markdown=written["markdown"], plots=written["plots"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
