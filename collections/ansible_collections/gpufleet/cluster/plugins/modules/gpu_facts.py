@@ -42,6 +42,12 @@ options:
     description: CUDA toolkit directory; C(version.json) (or C(bin/nvcc --version)) gives the installed CUDA.
     type: path
     default: /usr/local/cuda
+  command_timeout:
+    description:
+      - Seconds each tool may run (through coreutils C(timeout) when present) before it is killed
+        and recorded in C(sources) as timed out; C(0) waits forever. nvidia-smi can hang on a sick GPU.
+    type: int
+    default: 120
   fabric_manager_unit:
     description: systemd unit of the NVSwitch fabric manager, asked with C(systemctl is-active).
     type: str
@@ -210,7 +216,16 @@ class Gatherer:
         if path is None:
             self.sources[key] = "not found"
             return None
-        rc, out, err = self.module.run_command([path, *args], environ_update=_ENV)
+        argv = [path, *args]
+        limit = int(self.module.params.get("command_timeout") or 0)
+        killer = _find(self.module, "timeout") if limit > 0 else None
+        if killer:
+            # nvidia-smi can hang on a sick GPU, a daemon can ignore --version: never hang the gate.
+            argv = [killer, "--kill-after=5", str(limit), *argv]
+        rc, out, err = self.module.run_command(argv, environ_update=_ENV)
+        if killer and rc in (124, 137):
+            self.sources[key] = f"timed out after {limit}s"
+            return None
         if rc not in ok_rcs:
             first = next((line.strip() for line in (err or out or "").splitlines() if line.strip()), "")
             self.sources[key] = f"rc={rc}: {first}" if first else f"rc={rc}"
@@ -290,6 +305,7 @@ def main() -> None:
             "procfs_root": {"type": "path", "default": "/proc"},
             "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
             "fabric_manager_unit": {"type": "str", "default": "nvidia-fabricmanager"},
+            "command_timeout": {"type": "int", "default": 120},
         },
         supports_check_mode=True,
     )

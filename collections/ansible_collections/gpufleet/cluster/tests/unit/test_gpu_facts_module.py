@@ -51,17 +51,21 @@ class FakeHost:
     def __init__(self, answers: dict, missing: tuple[str, ...] = ()):
         self.answers = answers
         self.missing = set(missing)
-        self.calls: list[list[str]] = []
+        self.calls: list[list[str]] = []  # the tools' argv, as if run directly
+        self.wrapped: list[list[str]] = []  # what run_command really got
 
     def get_bin_path(self, name, *args, **kwargs):
         return None if name in self.missing else f"/usr/bin/{name}"
 
     def run_command(self, args, *a, **kw):
+        self.wrapped.append(list(args))
+        if args[0].rsplit("/", 1)[-1] == "timeout":  # coreutils timeout --kill-after=5 N TOOL ARGS...
+            args = args[3:]
         self.calls.append(list(args))
         tool = args[0].rsplit("/", 1)[-1]
         for (name, marker), answer in self.answers.items():
             if name == tool and (marker is None or any(str(x).startswith(marker) for x in args[1:])):
-                return answer
+                return (124, "", "") if answer == "hang" else answer
         return 127, "", f"{tool}: not answered by the test"
 
 
@@ -198,3 +202,18 @@ def test_bad_option_fails():
         pytest.raises(FailJson),
     ):
         gpu_facts.main()
+
+
+def test_a_hanging_tool_is_killed_and_recorded_not_waited_for(roots):
+    host = FakeHost({("nvidia-smi", None): "hang", ("systemctl", None): (3, "inactive\n", "")})
+    result = run_module(dict(roots, command_timeout=30), host)
+    facts = result["ansible_facts"]["gpufleet_hw"]
+    assert facts["sources"]["nvidia_smi"] == "timed out after 30s"
+    assert facts["gpu_count"] == 0
+    assert host.wrapped[0][:4] == ["/usr/bin/timeout", "--kill-after=5", "30", "/usr/bin/nvidia-smi"]
+
+
+def test_command_timeout_zero_runs_tools_unwrapped(roots):
+    host = FakeHost({("systemctl", None): (3, "inactive\n", "")}, missing=("nvidia-smi",))
+    run_module(dict(roots, command_timeout=0), host)
+    assert host.wrapped and all(call[0] != "/usr/bin/timeout" for call in host.wrapped)
