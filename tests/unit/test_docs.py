@@ -17,3 +17,13 @@ def test_brief_field_tables_match_the_schema():
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_readme_roles_table_matches_the_roles():
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "gen_roles_doc"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
