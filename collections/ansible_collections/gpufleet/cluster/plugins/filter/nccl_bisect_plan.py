@@ -9,7 +9,7 @@ short_description: The next step of the bisect that names a slow node or link
 version_added: 0.1.0
 author: gpufleet developers
 description:
-  - Stateless: give it every result so far (C({nodes, busbw}), busbw null when the run failed) and it says which
+  - Stateless. Give it every result so far (C({nodes, busbw}), busbw null when the run failed) and it says which
     node groups to run next (C(next), disjoint), or that it is C(done) and what it found - C(slow_nodes) (to drain),
     C(slow_links), C(slow_groups), or C(inconclusive). Call it again with the new results until C(done).
   - Screening by disjoint pairs (or halves), then every suspect with a node that passed. Two nodes alone cannot

@@ -14,7 +14,7 @@ description:
     C(acceptance.json) (schema C(gpufleet.nccl-acceptance/1)), C(acceptance.md), one C(busbw-<run>.png) per run
     (busbw against message size, with the floor and the physical limit), and the raw output of each run under
     C(logs/).
-  - Meant for the controller (C(delegate_to: localhost)), whose Python has matplotlib; without matplotlib the
+  - Meant for the controller (C(delegate_to) set to localhost), whose Python has matplotlib; without matplotlib the
     plots are skipped and the report says why.
   - The verdict fails on any error violation or any single-/multi-node run below its floor; bisect runs are
     diagnostics. The module itself fails only on bad options or when it cannot write.
