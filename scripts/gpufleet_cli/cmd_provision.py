@@ -46,8 +46,15 @@ def _runner_for(playbook: str):
     def run(args) -> int:
         started = time.time()
         rc = run_playbook(playbook, options_from_args(args))
-        if playbook == "verify.yml":
-            print(gate_table(latest_gate_dir(os.path.join(ROOT, "reports"), since=started)))
+        reports = os.path.join(ROOT, "reports")
+        if playbook in ("verify.yml", "site.yml"):
+            gate = latest_gate_dir(reports, since=started)
+            if gate or playbook == "verify.yml":
+                print(gate_table(gate))
+        if playbook in ("acceptance.yml", "site.yml"):
+            line = acceptance_line(reports, since=started)
+            if line:
+                print(line)
         return rc
 
     return run
@@ -61,6 +68,24 @@ def latest_gate_dir(reports: str, since: float = 0.0) -> str | None:
         if mtime >= since - 1:
             found.append((mtime, gate))
     return max(found)[1] if found else None
+
+
+def acceptance_line(reports: str, since: float = 0.0) -> str | None:
+    """The verdict and where the newest acceptance report written since ``since`` is."""
+    found = [
+        (os.path.getmtime(p), p)
+        for p in glob.glob(os.path.join(reports, "*", "*", "acceptance.json"))
+        if os.path.getmtime(p) >= since - 1
+    ]
+    if not found:
+        return None
+    path = max(found)[1]
+    try:
+        with open(path, encoding="utf-8") as fh:
+            verdict = str(json.load(fh).get("verdict", "?")).upper()
+    except (OSError, ValueError):
+        verdict = "UNREADABLE"
+    return f"NCCL acceptance: {verdict}; report {os.path.splitext(path)[0]}.md (scripts/gpufleet report)"
 
 
 def gate_table(gate_dir: str | None) -> str:

@@ -38,3 +38,14 @@ def test_only_gate_dirs_written_by_this_run_count(tmp_path):
     os.utime(old, (1_000_000, 1_000_000))
     assert latest_gate_dir(str(tmp_path), since=2_000_000) is None
     assert "no hardware gate records" in gate_table(None)
+
+
+def test_acceptance_line_names_the_verdict_and_the_markdown_report(tmp_path):
+    from gpufleet_cli.cmd_provision import acceptance_line
+
+    run = tmp_path / "lab" / "20260101T000000Z"
+    run.mkdir(parents=True)
+    (run / "acceptance.json").write_text(json.dumps({"verdict": "fail"}))
+    line = acceptance_line(str(tmp_path))
+    assert line == f"NCCL acceptance: FAIL; report {run}/acceptance.md (scripts/gpufleet report)"
+    assert acceptance_line(str(tmp_path), since=os.path.getmtime(run / "acceptance.json") + 10) is None
