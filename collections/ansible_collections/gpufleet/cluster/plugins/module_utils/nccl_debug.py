@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import re
 
-_PREFIX_RES = (
-    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?"),
-    re.compile(r"^\s{0,4}\d{1,6}: "),
-)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.nccl_tests import strip_prefix
+
 # host:pid:tid [cudaDev] NCCL INFO message
 _INFO = re.compile(r"^(?:(?P<host>[^\s:]+):\d+:\d+\s+)?(?:\[\d+\]\s+)?NCCL (?P<level>INFO|WARN)\s+(?P<msg>.*)$")
 _VERSION = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)(\S*)")
@@ -54,10 +52,7 @@ IB = "IB"
 
 
 def _strip(line: str) -> str:
-    line = line.rstrip("\r\n")
-    for rx in _PREFIX_RES:
-        line = rx.sub("", line, count=1)
-    return line.strip()
+    return strip_prefix(line).strip()
 
 
 def _normalise_transport(via: str) -> str:
