@@ -23,6 +23,9 @@ from ansible_collections.gpufleet.cluster.plugins.filter.nccl_node_record import
 from ansible_collections.gpufleet.cluster.plugins.filter.nccl_parse import nccl_parse
 from ansible_collections.gpufleet.cluster.plugins.modules import acceptance_report
 from hw_helpers import healthy_facts
+from module_helpers import ExitJson, FailJson
+from module_helpers import exit_json as _exit_json
+from module_helpers import fail_json as _fail_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NCCL_FIXTURES = os.path.join(HERE, "fixtures", "nccl")
@@ -468,22 +471,6 @@ def test_node_record_from_gpu_facts():
 
 
 # --- the acceptance_report module -----------------------------------------------------
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self, **kwargs):
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self, **kwargs):
-    raise FailJson(kwargs)
 
 
 def run_report(args: dict, check_mode: bool = False) -> dict:

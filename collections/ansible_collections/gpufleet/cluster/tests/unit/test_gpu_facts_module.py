@@ -10,22 +10,9 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.cluster.plugins.modules import gpu_facts
 from hw_helpers import fixture, rdma_sysfs_files, write_tree
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self, **kwargs):
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self, **kwargs):
-    raise FailJson(kwargs)
+from module_helpers import ExitJson, FailJson
+from module_helpers import exit_json as _exit_json
+from module_helpers import fail_json as _fail_json
 
 
 # What each tool answers: argv[0] basename and a distinguishing argument -> (rc, stdout, stderr).
