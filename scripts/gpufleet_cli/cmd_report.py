@@ -5,7 +5,11 @@ Reports live under ``reports/<cluster>/<timestamp>/``:
 - acceptance: ``acceptance.json`` (``module_utils/acceptance_report.py``; rendered by its ``render_markdown``);
 - hardware gate: ``hardware/<host>.json`` or ``gate/<host>.json``, one record per node (``hwgate.node_record``),
   or one ``gate.json`` / ``hardware.json`` holding a list of them;
-- drift: ``drift/<host>.json`` records, or one ``drift.json`` (a list of records, or ``{"nodes": [...]}``).
+- drift: ``drift.json`` as ``gpufleet drift`` writes it (``module_utils/drift.py``, ``kind: drift``; rendered by
+  its ``drift_markdown``), or older per-node records: ``drift/<host>.json``, or a ``drift.json`` holding a list
+  of records or ``{"nodes": [...]}``;
+- remediation: ``remediation.json`` as ``gpufleet remediate`` writes it (``kind: remediation``; rendered by
+  ``drift.remediation_markdown``).
 
 A per-node record is read tolerantly: ``{host, ok | status, violations: [{severity, code, host, field,
 message}], pool?, summary?, facts?}``; the host defaults to the file name, the status to "fail" when
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 
 from .common import EXIT_OK, ROOT, CliError
 
-KINDS = ("acceptance", "gate", "drift")
+KINDS = ("acceptance", "gate", "drift", "remediation")
 GATE_DIRS = ("hardware", "gate")
 GATE_FILES = ("gate.json", "hardware.json")
 MAX_JSON_BYTES = 64 * 1024 * 1024
@@ -37,7 +41,7 @@ _STAMP_RE = re.compile(r"^\d{8}T?\d{4,6}")
 def register(sub) -> None:
     p = sub.add_parser(
         "report",
-        help="render the latest (or a given) acceptance / hardware-gate / drift report as Markdown",
+        help="render the latest (or a given) acceptance / hardware-gate / drift / remediation report as Markdown",
         description=(
             "Render a report's JSON as Markdown on stdout. Without PATH, the latest report under --dir "
             "(reports/<cluster>/<timestamp>/, latest = greatest timestamp) of --kind (default: any). "
@@ -55,7 +59,10 @@ def register(sub) -> None:
     p.add_argument(
         "--kind",
         choices=KINDS,
-        help="acceptance (NCCL), gate (hardware facts per node) or drift; default: whatever the report holds",
+        help=(
+            "acceptance (NCCL), gate (hardware facts per node), drift (gpufleet drift) or remediation "
+            "(gpufleet remediate); default: whatever the report holds"
+        ),
     )
     p.add_argument(
         "--plots",
@@ -102,6 +109,8 @@ def kinds_in(directory: str) -> tuple[str, ...]:
         found.append("gate")
     if os.path.isfile(os.path.join(directory, "drift.json")) or _json_files(os.path.join(directory, "drift")):
         found.append("drift")
+    if os.path.isfile(os.path.join(directory, "remediation.json")):
+        found.append("remediation")
     return tuple(found)
 
 
@@ -141,7 +150,9 @@ def resolve(path: str | None, base: str, kind: str | None) -> ReportDir | str:
     if path is None:
         found = find_reports(base, kind)
         if not found:
-            hint = {"gate": "gpufleet verify", "drift": "gpufleet drift"}.get(kind or "", "gpufleet accept")
+            hint = {"gate": "gpufleet verify", "drift": "gpufleet drift", "remediation": "gpufleet remediate"}.get(
+                kind or "", "gpufleet accept"
+            )
             raise CliError(f"no {what} under {_show(base)}: run {hint} first")
         return found[-1]
     if os.path.isfile(path):
@@ -153,7 +164,10 @@ def resolve(path: str | None, base: str, kind: str | None) -> ReportDir | str:
         return ReportDir(path, ks)
     found = find_reports(path, kind)
     if not found:
-        raise CliError(f"no {what} in {path}: expected acceptance.json, hardware/*.json, gate/*.json or drift.json")
+        raise CliError(
+            f"no {what} in {path}: expected acceptance.json, hardware/*.json, gate/*.json, drift.json or "
+            "remediation.json"
+        )
     return found[-1]
 
 
@@ -393,6 +407,8 @@ def _file_kind(path: str, data_hint: str | None) -> str:
     name = os.path.basename(path)
     if name == "acceptance.json":
         return "acceptance"
+    if name == "remediation.json":
+        return "remediation"
     if name == "drift.json" or os.path.basename(os.path.dirname(os.path.abspath(path))) == "drift":
         return "drift"
     return "gate"
@@ -401,11 +417,38 @@ def _file_kind(path: str, data_hint: str | None) -> str:
 TITLES = {"gate": "Hardware gate", "drift": "Drift"}
 
 
+def _drift_report(path: str):
+    """The JSON of ``path`` when it is a report of ``module_utils/drift.py`` (``kind`` drift or remediation,
+    ``nodes`` keyed by host), else None (an older per-node drift file)."""
+    data = load_json(path)
+    if isinstance(data, dict) and data.get("kind") in ("drift", "remediation") and isinstance(data.get("nodes"), dict):
+        return data
+    return None
+
+
+def render_drift_kind(path: str, kind: str) -> str:
+    """A drift or remediation report written by the drift / remediate playbooks."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import drift
+
+    data = _drift_report(path)
+    if data is None or data.get("kind") != kind:
+        raise CliError(f"{path}: expected a {kind} report (a JSON object with kind: {kind} and nodes by host)")
+    try:
+        return drift.drift_markdown(data) if kind == "drift" else drift.remediation_markdown(data)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise CliError(f"{path}: not a {kind} report this version can read ({type(exc).__name__}: {exc})") from None
+
+
 def render(report: ReportDir | str, kind: str | None, plots: bool) -> str:
     if isinstance(report, str):
         k = _file_kind(report, kind)
         if k == "acceptance":
             return render_acceptance(report, plots)
+        data = _drift_report(report)
+        if data is not None and kind in (None, "drift", "remediation"):
+            return render_drift_kind(report, kind or data["kind"])
+        if k == "remediation":
+            return render_drift_kind(report, k)  # says what it expected
         records, extra, meta = load_nodes(report, k)
         return render_nodes_markdown(TITLES[k], records, extra, meta)
     parts = []
@@ -414,6 +457,12 @@ def render(report: ReportDir | str, kind: str | None, plots: bool) -> str:
             raise CliError(f"{report.path}: holds no {k} report (it holds: {', '.join(report.kinds)})")
         if k == "acceptance":
             parts.append(render_acceptance(os.path.join(report.path, "acceptance.json"), plots))
+        elif k == "remediation":
+            parts.append(render_drift_kind(os.path.join(report.path, "remediation.json"), "remediation"))
+        elif (
+            k == "drift" and os.path.isfile(single := os.path.join(report.path, "drift.json")) and _drift_report(single)
+        ):
+            parts.append(render_drift_kind(single, "drift"))
         else:
             records, extra, meta = load_nodes(report, k)
             parts.append(render_nodes_markdown(TITLES[k], records, extra, meta))
@@ -425,7 +474,11 @@ def run(args: argparse.Namespace) -> int:
         found = find_reports(args.dir, args.kind)
         if not found:
             raise CliError(
-                f"no {args.kind + ' ' if args.kind else ''}report under {_show(args.dir)}: run gpufleet accept first"
+                f"no {args.kind + ' ' if args.kind else ''}report under {_show(args.dir)}: run "
+                + {"gate": "gpufleet verify", "drift": "gpufleet drift", "remediation": "gpufleet remediate"}.get(
+                    args.kind or "", "gpufleet accept"
+                )
+                + " first"
             )
         for r in found:
             print(f"{r.cluster:<20} {r.stamp:<20} {','.join(r.kinds):<24} {r.path}")

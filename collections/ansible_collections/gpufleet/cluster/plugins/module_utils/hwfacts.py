@@ -75,8 +75,14 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts_rdma impo
 SCHEMA_VERSION = 1
 
 # Packages whose versions are recorded (dpkg-query accepts globs; missing ones are simply absent).
+# Every package of the driver (nvidia-*, libnvidia-*, libcuda*) is listed, so that drift
+# detection sees each one that moved off the pin or lost its hold.
 DPKG_PACKAGES = (
     "libnccl2",
+    "libnccl-dev",
+    "nvidia-*",
+    "libnvidia-*",
+    "libcuda*",
     "rdma-core",
     "libibverbs1",
     "doca-ofed",
@@ -88,6 +94,12 @@ DPKG_PACKAGES = (
     "datacenter-gpu-manager*",
 )
 RPM_PACKAGES = (
+    "nvidia-driver",
+    "nvidia-driver-cuda",
+    "nvidia-driver-libs",
+    "kmod-nvidia-open-dkms",
+    "kmod-nvidia-latest-dkms",
+    "nvidia-persistenced",
     "libnccl",
     "rdma-core",
     "libibverbs",
