@@ -7,7 +7,10 @@
 #   cuda/                  flat apt repo like developer.download.nvidia.com/compute/cuda/repos/<distro>/x86_64/
 #                          (driver, fabric manager, CUDA toolkit, NCCL, DCGM)
 #   libnvidia-container/   flat apt repo like nvidia.github.io/libnvidia-container/stable/deb/amd64/
-#   src/                   nccl-tests-<version>.tar.gz (a stand-in source tree) + SHA256SUMS
+#   src/                   nccl-tests-<version>.tar.gz and pyxis-<version>.tar.gz (stand-in source
+#                          trees, shaped like GitHub's tag archives) + SHA256SUMS
+#   releases/              enroot_<version>-1_amd64.deb and enroot+caps_<version>-1_amd64.deb, plain
+#                          files like github.com/NVIDIA/enroot/releases/download/v<version>/ + SHA256SUMS
 # plus gpufleet-doubles.asc, the public key both apt repositories are signed with
 # (a throwaway key kept in OUTDIR/../doubles-repo-gnupg).
 #
@@ -35,6 +38,8 @@ nccl_cuda=12.8
 dcgm_versions=(4.2.3 4.3.1)
 toolkit_versions=(1.17.5 1.17.8)
 nccl_tests_version=2.16.3
+enroot_version=3.5.0
+pyxis_version=0.20.0
 
 for tool in dpkg-deb apt-ftparchive gpg cc; do
   command -v "$tool" >/dev/null || { echo "build-repo.sh: $tool is missing (apt-get install dpkg apt-utils gnupg gcc)" >&2; exit 1; }
@@ -48,8 +53,8 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-rm -rf "$out/cuda" "$out/libnvidia-container" "$out/src"
-mkdir -p "$out/cuda" "$out/libnvidia-container" "$out/src"
+rm -rf "$out/cuda" "$out/libnvidia-container" "$out/src" "$out/releases"
+mkdir -p "$out/cuda" "$out/libnvidia-container" "$out/src" "$out/releases"
 
 # pkg REPO NAME VERSION DEPENDS [CONFLICTS]: build $work/root/NAME-VERSION into REPO.
 pkg() {
@@ -208,7 +213,26 @@ else
 fi
 tar -C "$work" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -c "nccl-tests-$nccl_tests_version" \
   | gzip -n >"$out/src/nccl-tests-$nccl_tests_version.tar.gz"
+
+# --- pyxis source (stand-in tree: a real minimal SPANK plugin, pyxis' Makefile interface) ---
+src=$work/pyxis-$pyxis_version
+mkdir -p "$src"
+cp "$stack/pyxis/spank_pyxis_double.c" "$src/"
+sed "s|@VERSION@|$pyxis_version|g" "$stack/pyxis/Makefile" >"$src/Makefile"
+tar -C "$work" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -c "pyxis-$pyxis_version" \
+  | gzip -n >"$out/src/pyxis-$pyxis_version.tar.gz"
 (cd "$out/src" && sha256sum ./*.tar.gz | sed 's| \./| |' >SHA256SUMS)
+
+# --- enroot release packages (plain .deb files, not an apt repository, as on GitHub) ---
+r=enroot-$enroot_version-1
+put "$r" "$stack/enroot/enroot" /usr/bin/enroot 0755 "VERSION=$enroot_version"
+put "$r" "$stack/enroot/enroot.conf" /etc/enroot/enroot.conf 0644
+mkdir -p "$work/root/$r/DEBIAN" && printf '/etc/enroot/enroot.conf\n' >"$work/root/$r/DEBIAN/conffiles"
+pkg releases enroot "$enroot_version-1" ""
+r=enroot+caps-$enroot_version-1
+mkdir -p "$work/root/$r"
+pkg releases enroot+caps "$enroot_version-1" "enroot (= $enroot_version-1)"
+(cd "$out/releases" && sha256sum ./*.deb | sed 's| \./| |' >SHA256SUMS)
 
 # --- indexes and signatures --------------------------------------------------------
 if [ ! -f "$gnupg/pubring.kbx" ]; then
