@@ -282,27 +282,11 @@ def _natural(name: str) -> tuple:
 # --- Markdown ---------------------------------------------------------------------------------------
 
 
-def _cell(value) -> str:
-    if value is None or value == "" or value == []:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, list | tuple):
-        return ", ".join(_cell(v) for v in value)
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={_cell(v)}" for k, v in value.items())
-    text = str(value)
-    if not text.isprintable():
-        text = text.encode("unicode_escape").decode("ascii")
-    return text.replace("|", "\\|")[:400]
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence]) -> list[str]:
+    """The collection's Markdown table (module_utils/report.py), imported when a report is rendered."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.report import markdown_table as table
 
-
-def _table(headers: Sequence[str], rows: Iterable[Sequence]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return lines
+    return table(list(headers), list(rows))
 
 
 def render_nodes_markdown(title: str, records: list[dict], extra: list[dict], meta: dict) -> str:
@@ -340,7 +324,7 @@ def render_nodes_markdown(title: str, records: list[dict], extra: list[dict], me
                     codes,
                 ]
             )
-        out += _table(header, rows)
+        out += markdown_table(header, rows)
     else:
         out.append("No node records.")
     out.append("")
@@ -351,7 +335,7 @@ def render_nodes_markdown(title: str, records: list[dict], extra: list[dict], me
             violations,
             key=lambda v: (order.get(v.get("severity"), 2), _natural(str(v.get("host") or "")), str(v.get("code"))),
         )
-        out += _table(
+        out += markdown_table(
             ["severity", "code", "host", "field", "message"],
             [[v.get("severity"), v.get("code"), v.get("host"), v.get("field"), v.get("message")] for v in ordered],
         )

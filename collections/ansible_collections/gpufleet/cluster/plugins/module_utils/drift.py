@@ -31,6 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts_common import upstream_version, version_matches
+from ansible_collections.gpufleet.cluster.plugins.module_utils.report import markdown_table
 
 SCHEMA_VERSION = 1
 BASES = ("pin", "pool", "hold")
@@ -531,25 +532,6 @@ def drift_check(records: dict, brief: dict, hold_patterns: object = None, pools:
 # ------------------------------------------------------------------ Markdown
 
 
-def _cell(value: object) -> str:
-    if value is None or value == "" or value == []:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_cell(v) for v in value)
-    text = str(value)
-    if not text.isprintable():
-        text = text.encode("unicode_escape").decode("ascii")
-    return text.replace("|", "\\|")[:400]
-
-
-def _table(headers: list[str], rows: list[list]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return lines
-
-
 def _dict(value: object) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -592,7 +574,7 @@ def drift_markdown(report: dict) -> str:
             if component == "hold" and d.get("package"):
                 component = f"hold: {d['package']}"
             rows.append([component, d.get("expected"), d.get("found"), d.get("basis"), d.get("message")])
-        out += [*_table(["component", "expected", "found", "basis", "message"], rows), ""]
+        out += [*markdown_table(["component", "expected", "found", "basis", "message"], rows), ""]
     if unknown:
         out += ["## Unknown", ""]
         out += [f"- {_dict(nodes[h]).get('message') or f'{h}: could not be read'}" for h in unknown]
@@ -652,7 +634,7 @@ def remediation_markdown(report: dict) -> str:
             ]
         )
     out += (
-        _table(["host", "drift before", "outcome", "rebooted", "gate", "acceptance", "reason"], rows)
+        markdown_table(["host", "drift before", "outcome", "rebooted", "gate", "acceptance", "reason"], rows)
         if rows
         else ["No node needed remediation."]
     )

@@ -41,3 +41,28 @@ def format_report(violations: list[dict], summary: bool = True) -> str:
 
 
 __all__ = ["format_report", "safe_text", "summary_line"]
+
+
+def markdown_cell(value: object) -> str:
+    """One Markdown table cell: ``-`` for nothing, yes/no, lists joined, ``|`` escaped, at most 400 characters."""
+    if value is None or value == "" or value == []:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(markdown_cell(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={markdown_cell(v)}" for k, v in value.items())
+    text = str(value)
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return text.replace("|", "\\|")[:400]
+
+
+def markdown_table(headers: list[str], rows: list) -> list[str]:
+    """A Markdown table's lines: the header, the rule, one line per row of cells."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows]
+    return lines
