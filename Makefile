@@ -42,7 +42,8 @@ unit: venv
 	pytest || { rc=$$?; [ $$rc -eq 5 ] && echo "no unit tests collected" || exit $$rc; }
 
 molecule: venv testbed
-	@for s in $(SCENARIOS); do echo "== molecule test -s $$s"; molecule test -s $$s || exit 1; done
+	@for s in $(SCENARIOS); do echo "== molecule test -s $$s"; t0=$$(date +%s); \
+	  molecule test -s $$s || exit 1; echo "== molecule test -s $$s: $$(( $$(date +%s) - t0 )) s"; done
 
 test-fast: lint unit
 
