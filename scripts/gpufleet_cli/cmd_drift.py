@@ -258,12 +258,13 @@ def drift_exit(report: dict) -> int:
 
 
 def remediation_exit(report: dict) -> int:
-    """0 when every node was resumed, or skipped with nothing to repair (or there was nothing to do)."""
+    """0 when every node was resumed (remediated outside a scheduler, or previewed in check mode),
+    or skipped with nothing to repair (or there was nothing to do)."""
     for node in (report.get("nodes") or {}).values():
         if not isinstance(node, dict):
             return EXIT_FAILED
         outcome = node.get("outcome")
-        if outcome == "resumed" or (outcome == "skipped" and not node.get("before")):
+        if outcome in ("resumed", "remediated", "previewed") or (outcome == "skipped" and not node.get("before")):
             continue
         return EXIT_FAILED
     return EXIT_OK

@@ -274,6 +274,8 @@ def test_remediate_rejects_bad_options(capsys, tmp_path, reports, monkeypatch, a
         ({"gpu01": ("unreachable", "drift")}, 1, 1),
         ({"gpu01": ("skipped", "drift")}, 0, 1),  # left drifted (the run stopped before its batch)
         ({"gpu01": ("resumed", "drift")}, 1, 1),  # the run failed after the report
+        ({"gpu01": ("remediated", "drift")}, 0, 0),  # no scheduler to resume in
+        ({"gpu01": ("previewed", "drift")}, 0, 0),  # --check
     ],
 )
 def test_remediate_exit_codes(capsys, tmp_path, reports, monkeypatch, outcomes, run_rc, expected):
