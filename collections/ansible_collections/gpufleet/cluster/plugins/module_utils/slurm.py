@@ -51,6 +51,7 @@ RESTART_KEYS = frozenset(
         "JobAcctGatherType",
         "MpiDefault",
         "PluginDir",
+        "PrologFlags",
         "ProctrackType",
         "SelectType",
         "SelectTypeParameters",
