@@ -35,6 +35,7 @@ cuda_versions=(12.8.0 12.8.1)          # cuda-toolkit-12-8 package versions (12.
 cuda_other=12.9.1                       # a second toolkit, for the alternatives test
 nccl_versions=(2.26.2 2.26.5)
 nccl_cuda=12.8
+doca_versions=(2.10.0 2.9.1)           # DOCA releases (2.10.0 = the lab pin)
 dcgm_versions=(4.2.3 4.3.1)
 toolkit_versions=(1.17.5 1.17.8)
 nccl_tests_version=2.16.3
@@ -53,7 +54,7 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-rm -rf "$out/cuda" "$out/libnvidia-container" "$out/src" "$out/releases"
+rm -rf "$out/cuda" "$out/libnvidia-container" "$out/src" "$out/releases" "$out/doca"
 mkdir -p "$out/cuda" "$out/libnvidia-container" "$out/src" "$out/releases"
 
 # pkg REPO NAME VERSION DEPENDS [CONFLICTS]: build $work/root/NAME-VERSION into REPO.
@@ -138,6 +139,10 @@ for full in "${cuda_versions[@]}" "$cuda_other"; do
   script "$r" postinst "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-$minor $prio"
   script "$r" prerm "[ \"\$1\" = upgrade ] || update-alternatives --remove cuda /usr/local/cuda-$minor"
   pkg cuda "$name" "$dv" ""
+  # GPUDirect Storage as nvidia-gds-X-Y: in production it pulls nvidia-fs (DKMS) and the cuFile tools.
+  gds=nvidia-gds-${full%%.*}-$(cut -d. -f2 <<<"$full")
+  mkdir -p "$work/root/$gds-$dv/usr/local/cuda-$minor/gds/tools"
+  pkg cuda "$gds" "$dv" ""
 done
 
 # --- NCCL ---------------------------------------------------------------------------
@@ -178,6 +183,23 @@ for v in "${dcgm_versions[@]}"; do
   pkg cuda datacenter-gpu-manager-4-core "$dv" ""
   pkg cuda datacenter-gpu-manager-4-cuda12 "$dv" "datacenter-gpu-manager-4-core (= $dv)"
 done
+
+
+# --- >>> fabric (issue #10): DOCA-OFED repositories, one per release and distro -------
+# As linux.mellanox.com/public/repo/doca/<release>/<distro>/x86_64/: a flat repository
+# whose doca-ofed profile meta-package pulls the user space (here Debian's real one).
+doca_repos=()
+for v in "${doca_versions[@]}"; do
+  for distro in debian12 debian13; do
+    repo=doca/$v/$distro/x86_64
+    mkdir -p "$out/$repo"
+    pkg "$repo" doca-ofed "$v-1" "rdma-core, ibverbs-providers, ibverbs-utils, infiniband-diags, perftest"
+    pkg "$repo" doca-ofed-userspace "$v-1" "rdma-core, ibverbs-providers, ibverbs-utils"
+    rm -rf "$work/root/doca-ofed-$v-1" "$work/root/doca-ofed-userspace-$v-1"
+    doca_repos+=("$repo")
+  done
+done
+# --- <<< fabric -----------------------------------------------------------------------
 
 # --- NVIDIA container toolkit (its own repository, as in production) ------------------
 for v in "${toolkit_versions[@]}"; do
@@ -240,7 +262,7 @@ if [ ! -f "$gnupg/pubring.kbx" ]; then
   gpg --homedir "$gnupg" --batch --passphrase '' --quick-gen-key 'gpufleet test doubles <noreply@gpufleet.invalid>' ed25519 sign never 2>/dev/null
 fi
 gpg --homedir "$gnupg" --batch --armor --export >"$out/gpufleet-doubles.asc"
-for repo in cuda libnvidia-container; do
+for repo in cuda libnvidia-container "${doca_repos[@]}"; do
   (
     cd "$out/$repo"
     apt-ftparchive packages . >Packages
