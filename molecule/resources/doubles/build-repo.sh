@@ -184,6 +184,19 @@ for v in "${dcgm_versions[@]}"; do
   pkg cuda datacenter-gpu-manager-4-cuda12 "$dv" "datacenter-gpu-manager-4-core (= $dv)"
 done
 
+# --- >>> observability (issue #12): DCGM exporter --------------------------------------
+# datacenter-gpu-manager-exporter as in NVIDIA's CUDA repository: /usr/bin/dcgm-exporter, the
+# nvidia-dcgm-exporter unit and /etc/dcgm-exporter/default-counters.csv. The pinned version
+# first (4.1.3 is paired with DCGM 4.2.3), then a newer one that must never be picked up.
+for v in 4.1.3 4.4.0; do
+  r=datacenter-gpu-manager-exporter-$v-1
+  put "$r" "$stack/bin/dcgm_exporter_double.py" /usr/bin/dcgm-exporter 0755 "VERSION=$v"
+  put "$r" "$stack/units/nvidia-dcgm-exporter.service" /lib/systemd/system/nvidia-dcgm-exporter.service 0644
+  put "$r" "$stack/dcgm-exporter/default-counters.csv" /etc/dcgm-exporter/default-counters.csv 0644
+  mkdir -p "$work/root/$r/DEBIAN" && printf '/etc/dcgm-exporter/default-counters.csv\n' >"$work/root/$r/DEBIAN/conffiles"
+  pkg cuda datacenter-gpu-manager-exporter "$v-1" "datacenter-gpu-manager-4-core (>= 1:4.0.0)"
+done
+# --- <<< observability ------------------------------------------------------------------
 
 # --- >>> fabric (issue #10): DOCA-OFED repositories, one per release and distro -------
 # As linux.mellanox.com/public/repo/doca/<release>/<distro>/x86_64/: a flat repository
