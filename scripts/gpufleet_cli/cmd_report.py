@@ -43,7 +43,9 @@ def register(sub) -> None:
         "report",
         help="render the latest (or a given) acceptance / hardware-gate / drift / remediation report as Markdown",
         description=(
-            "Render a report's JSON as Markdown on stdout. Without PATH, the latest report under --dir "
+            "Render a report's JSON as Markdown on stdout (PATH 'cost': the sizing and unit-cost report from "
+            "Slurm accounting and the brief's cost: section, see the report cost options). "
+            "Without PATH, the latest report under --dir "
             "(reports/<cluster>/<timestamp>/, latest = greatest timestamp) of --kind (default: any). "
             "PATH may be a report directory, a cluster directory (its latest report) or a JSON file. "
             "Exit 0: rendered; 2: no report, or one that cannot be read."
@@ -70,6 +72,10 @@ def register(sub) -> None:
         help="redraw the acceptance report's busbw-vs-size PNGs into its directory (needs matplotlib)",
     )
     p.add_argument("--list", action="store_true", help="list the reports under --dir (newest last) instead")
+    # gpufleet report cost: sizing and unit cost (cmd_cost.py, issue 13).
+    from .cmd_cost import add_arguments as _add_cost_arguments
+
+    _add_cost_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -454,6 +460,10 @@ def render(report: ReportDir | str, kind: str | None, plots: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.path == "cost":  # gpufleet report cost (cmd_cost.py, issue 13)
+        from .cmd_cost import run as run_cost
+
+        return run_cost(args)
     if args.list:
         found = find_reports(args.dir, args.kind)
         if not found:

@@ -1,0 +1,196 @@
+"""``gpufleet report cost``: sizing and effective unit cost from Slurm accounting and the brief's ``cost:``.
+
+Not a subcommand of its own: ``cmd_report`` adds these options to ``gpufleet report`` and hands over
+when PATH is ``cost``. Inputs:
+
+- Slurm accounting: ``--sacct FILE`` (``sacct --parsable2`` output with its header; ``-`` for stdin), or
+  sacct run on the first Slurm controller of ``-i INVENTORY`` through Ansible (ad hoc, read-only);
+- the brief (``-i INVENTORY``'s brief.yml or ``--brief``): its ``cost:`` section and, with the
+  inventory, the cluster's GPU count (pools' GPUs per node x hosts); ``--gpus`` overrides it;
+- the latest acceptance report under ``--dir`` (or ``--acceptance FILE``): its verdict is shown.
+
+Exit codes: 0 the report was printed (whatever the cluster's cost); 2 unreadable or missing input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+from .common import EXIT_OK, ROOT, CliError
+
+
+def register(sub) -> None:
+    """No subcommand of its own: ``gpufleet report`` calls :func:`add_arguments` and :func:`run`."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("report cost (gpufleet report cost ...)")
+    g.add_argument("--sacct", metavar="FILE", help="sacct --parsable2 output (with header; - for stdin)")
+    g.add_argument("-i", "--inventory", metavar="PATH", help="inventory directory (brief.yml beside hosts.yml)")
+    g.add_argument("--brief", metavar="FILE", help="the brief (default: the inventory's brief.yml)")
+    g.add_argument("--gpus", type=int, metavar="N", help="the cluster's GPUs (default: from the brief's pools)")
+    g.add_argument("--since", metavar="TIME", help="window start, sacct syntax (default: 30 days ago)")
+    g.add_argument("--until", metavar="TIME", help="window end, sacct syntax (default: now)")
+    g.add_argument("--acceptance", metavar="FILE", help="acceptance.json (default: the latest under --dir)")
+    g.add_argument("--png", metavar="FILE", help="also draw where the money goes (needs matplotlib)")
+    g.add_argument("--format", choices=("markdown", "json"), default="markdown", help="output (default: markdown)")
+
+
+def _cost_module():
+    from ansible_collections.gpufleet.cluster.plugins.module_utils import cost
+
+    return cost
+
+
+def _time(text: str | None, what: str) -> datetime | None:
+    if not text:
+        return None
+    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+    raise CliError(f"{what}: expected a time such as 2026-03-01 or 2026-03-01T08:00:00, found {text!r}")
+
+
+def load_brief(args) -> tuple[dict, dict | None]:
+    """(brief, inventory or None)."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import (
+        InventoryError,
+        load_inventory,
+        load_yaml_file,
+    )
+
+    inv = None
+    brief_file = args.brief
+    try:
+        if args.inventory:
+            from .cmd_preflight import resolve_paths
+
+            hosts_file, brief_file = resolve_paths(args.inventory, args.brief)
+            inv = load_inventory(hosts_file)
+        if not brief_file:
+            raise CliError("report cost: give -i INVENTORY or --brief FILE (the brief's cost: section is needed)")
+        if not os.path.isfile(brief_file):
+            raise CliError(f"{brief_file}: no such brief file")
+        return load_yaml_file(brief_file), inv
+    except InventoryError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cost_section(brief: dict) -> dict:
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.brief_schema import validate
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import format_text
+
+    violations, clean = validate(brief)
+    ours = [v for v in violations if (v.get("field") or "").startswith("cost")]
+    if ours:
+        raise CliError("the brief's cost section is not valid:\n" + format_text(ours))
+    if not clean.get("cost"):
+        raise CliError(
+            "the brief has no cost: section: add monthly costs, the unit of accepted work and the baseline "
+            "(docs/cost.md)"
+        )
+    return clean
+
+
+def cluster_gpus(clean: dict, inv, override: int | None) -> int:
+    if override is not None:
+        if override <= 0:
+            raise CliError(f"--gpus: expected a positive number of GPUs, found {override}")
+        return override
+    if inv is None:
+        raise CliError("the cluster's GPU count is needed: give -i INVENTORY (pools x hosts) or --gpus N")
+    total = 0
+    for pool in clean.get("pools") or []:
+        if pool and pool.get("group") in inv.groups:
+            total += int(pool.get("gpus_per_node") or 0) * len(inv.groups[pool["group"]])
+    if total <= 0:
+        raise CliError("no GPUs in the inventory's pool groups: give --gpus N")
+    return total
+
+
+def sacct_via_ansible(inventory: str, clean: dict, inv, since: str, until: str) -> str:
+    """Run sacct on the first controller (read-only, ad hoc) and return its stdout."""
+    cost = _cost_module()
+    group = (clean.get("controllers") or {}).get("group")
+    hosts = inv.groups.get(group) or [] if inv is not None else []
+    if not hosts:
+        raise CliError(f"no Slurm controller in group {group!r} of {inventory}: give --sacct FILE")
+    cmd = f"sacct --allusers --allocations --parsable2 --starttime {since} --endtime {until} -o {cost.SACCT_FIELDS}"
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=os.environ.get("ANSIBLE_CONFIG", os.path.join(ROOT, "ansible.cfg")),
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+    )
+    exe = os.path.join(os.path.dirname(sys.executable), "ansible")
+    argv = [exe if os.path.exists(exe) else "ansible", hosts[0], "-i", inventory, "-m", "ansible.builtin.command"]
+    argv += ["-a", cmd]
+    try:
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CliError(f"could not run sacct on {hosts[0]} through ansible: {exc}") from None
+    try:
+        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][hosts[0]]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise CliError(
+            f"sacct on {hosts[0]}: no result from ansible (rc {proc.returncode}): {proc.stderr.strip()[-400:]}"
+        ) from None
+    if result.get("rc", 1) != 0 or result.get("unreachable"):
+        raise CliError(f"sacct on {hosts[0]} failed: {(result.get('stderr') or result.get('msg') or '')[-400:]}")
+    return result.get("stdout", "")
+
+
+def latest_acceptance(args) -> dict | None:
+    from .cmd_report import find_reports, load_json
+
+    if args.acceptance:
+        return load_json(args.acceptance)
+    found = find_reports(args.dir, "acceptance")
+    return load_json(os.path.join(found[-1].path, "acceptance.json")) if found else None
+
+
+def run(args) -> int:
+    cost = _cost_module()
+    brief, inv = load_brief(args)
+    clean = cost_section(brief)
+    gpus = cluster_gpus(clean, inv, args.gpus)
+    start, end = _time(args.since, "--since"), _time(args.until, "--until")
+    if args.sacct:
+        try:
+            if args.sacct == "-":
+                text = sys.stdin.read()
+            else:
+                with open(args.sacct, encoding="utf-8") as fh:
+                    text = fh.read()
+        except OSError as exc:
+            raise CliError(f"{args.sacct}: cannot read ({exc.strerror or exc})") from None
+    elif args.inventory:
+        now = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
+        start = start or now - timedelta(days=30)
+        end = end or now
+        text = sacct_via_ansible(args.inventory, clean, inv, start.isoformat(), end.isoformat())
+    else:
+        raise CliError("report cost: give --sacct FILE or -i INVENTORY (to run sacct on the controller)")
+    try:
+        jobs = cost.parse_sacct(text)
+        rep = cost.unit_cost(cost.usage(jobs, gpus, start, end), clean["cost"], latest_acceptance(args))
+    except cost.CostError as exc:
+        raise CliError(f"report cost: {exc}") from None
+    if args.format == "json":
+        json.dump(rep, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(cost.render_markdown(rep))
+    if args.png:
+        try:
+            print(f"plot: {cost.plot_money(rep, args.png)}", file=sys.stderr)
+        except ImportError:
+            raise CliError("--png needs matplotlib (make venv installs it)") from None
+    return EXIT_OK
