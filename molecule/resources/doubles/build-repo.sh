@@ -286,6 +286,69 @@ for repo in cuda libnvidia-container "${doca_repos[@]}"; do
     gpg --homedir "$gnupg" --batch --yes -abs -o Release.gpg Release
   )
 done
+# --- >>> kubernetes (issue #11): pkgs.k8s.io stand-ins, helm release, Kueue / Calico manifests ---
+# kubernetes/v<minor>/deb/   flat apt repo like pkgs.k8s.io/core:/stable:/v<minor>/deb/ (kubeadm, kubelet,
+#                            kubectl at the pinned version and a newer one, cri-tools, kubernetes-cni),
+#                            signed with the doubles' key, which is also its Release.key
+# kubernetes/helm/           helm-v<version>-linux-amd64.tar.gz + .sha256sum, like get.helm.sh
+# kubernetes/kueue/v<version>/manifests.yaml, kubernetes/calico/v<version>/manifests/tigera-operator.yaml
+# Programs: stack/k8s (stand-ins answering through an API server stand-in on the control plane).
+k8s_versions=(1.33.4 1.33.5)           # 1.33.4 = the gpu_stack scenario's pin
+helm_version=3.18.4 kueue_version=v0.13.4 calico_version=v3.30.3
+k8s_minor=${k8s_versions[0]%.*} k8s=$out/kubernetes/v$k8s_minor/deb
+rm -rf "$out/kubernetes" && mkdir -p "$k8s" "$out/kubernetes/helm" "$out/kubernetes/kueue/$kueue_version" \
+  "$out/kubernetes/calico/$calico_version/manifests"
+k8s_lib() {  # the stand-ins' shared module, in each package's own directory
+  put "$1" "$stack/k8s/gpufleet_k8s_double.py" "/usr/lib/gpufleet-doubles/k8s-$2/gpufleet_k8s_double.py" 0644 \
+    "K8S_VERSION=$3"
+  sed -i "s|/usr/lib/gpufleet-doubles/k8s\"|/usr/lib/gpufleet-doubles/k8s-$2\"|" "$work/root/$1/usr/bin/$2"
+}
+for v in "${k8s_versions[@]}"; do
+  dv=$v-1.1
+  put "kubeadm-$dv" "$stack/k8s/kubeadm" /usr/bin/kubeadm 0755
+  k8s_lib "kubeadm-$dv" kubeadm "$v"
+  pkg "kubernetes/v$k8s_minor/deb" kubeadm "$dv" "cri-tools (>= 1.30.0)"
+  put "kubectl-$dv" "$stack/k8s/kubectl" /usr/bin/kubectl 0755
+  k8s_lib "kubectl-$dv" kubectl "$v"
+  pkg "kubernetes/v$k8s_minor/deb" kubectl "$dv" ""
+  put "kubelet-$dv" "$stack/k8s/kubelet" /usr/bin/kubelet 0755 "K8S_VERSION=$v"
+  put "kubelet-$dv" "$stack/k8s/kube-apiserver" /usr/bin/kube-apiserver-double 0755
+  k8s_lib "kubelet-$dv" kube-apiserver-double "$v"
+  sed -i "s|/usr/lib/gpufleet-doubles/k8s/kube-apiserver\"|/usr/bin/kube-apiserver-double\"|" \
+    "$work/root/kubelet-$dv/usr/bin/kubelet"
+  put "kubelet-$dv" "$stack/k8s/kubelet.service" /lib/systemd/system/kubelet.service 0644
+  pkg "kubernetes/v$k8s_minor/deb" kubelet "$dv" "kubernetes-cni (>= 1.1.1)"
+done
+mkdir -p "$work/root/cri-tools-1.33.0-1.1/usr/bin" "$work/root/kubernetes-cni-1.6.0-1.1/opt/cni/bin"
+pkg "kubernetes/v$k8s_minor/deb" cri-tools 1.33.0-1.1 ""
+pkg "kubernetes/v$k8s_minor/deb" kubernetes-cni 1.6.0-1.1 ""
+mkdir -p "$work/helm/linux-amd64"
+sed "s|@K8S_VERSION@|${k8s_versions[0]}|; s|/usr/lib/gpufleet-doubles/k8s\"|/usr/local/lib/gpufleet-doubles-helm\"|" \
+  "$stack/k8s/helm" >"$work/helm/linux-amd64/helm"
+chmod 0755 "$work/helm/linux-amd64/helm"
+# The helm tarball carries its own copy of the shared module (helm is one static binary in production).
+cp "$stack/k8s/gpufleet_k8s_double.py" "$work/helm/linux-amd64/gpufleet_k8s_double.py"
+sed -i 's|sys.path.insert(0, "/usr/local/lib/gpufleet-doubles-helm")|sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.realpath(__file__)))|' \
+  "$work/helm/linux-amd64/helm"
+tarball=helm-v$helm_version-linux-amd64.tar.gz
+tar -C "$work/helm" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -c linux-amd64 | gzip -n \
+  >"$out/kubernetes/helm/$tarball"
+(cd "$out/kubernetes/helm" && sha256sum "$tarball" >"$tarball.sha256sum")
+sed "s|@KUEUE_VERSION@|$kueue_version|" "$stack/k8s/kueue-manifests.yaml" >"$out/kubernetes/kueue/$kueue_version/manifests.yaml"
+sed "s|@TIGERA_VERSION@|$calico_version|" "$stack/k8s/tigera-operator.yaml" \
+  >"$out/kubernetes/calico/$calico_version/manifests/tigera-operator.yaml"
+(
+  cd "$k8s"
+  apt-ftparchive packages . >Packages
+  gzip -9nkf Packages
+  apt-ftparchive -o APT::FTPArchive::Release::Origin="gpufleet test doubles (kubernetes)" \
+    -o APT::FTPArchive::Release::Label=kubernetes release . >Release
+  gpg --homedir "$gnupg" --batch --yes --clearsign -o InRelease Release
+  gpg --homedir "$gnupg" --batch --yes -abs -o Release.gpg Release
+  cp "$out/gpufleet-doubles.asc" Release.key
+)
+# --- <<< kubernetes ------------------------------------------------------------------------------
+
 chmod -R a+rX "$out"
 echo "$stamp" >"$out/.stamp"
 echo "doubles repo built in $out ($(find "$out" -name '*.deb' | wc -l) packages)"

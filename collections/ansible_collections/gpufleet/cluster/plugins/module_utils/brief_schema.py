@@ -29,6 +29,7 @@ FABRIC_TYPES = ("infiniband", "roce", "ethernet", "none")
 WORKLOADS = ("distributed-training", "inference", "batch")
 SHARING = ("full-gpu", "mig", "time-slicing")
 MIG_STRATEGIES = ("single", "mixed")
+CNIS = ("calico",)
 
 # Lists longer than these are reported, not walked: a hostile brief cannot make the gate slow.
 MAX_POOLS = 256
@@ -350,6 +351,8 @@ _GROUP = Str(
 )
 _CIDR = Str(doc="an IPv4 or IPv6 network in CIDR notation")
 _IP = Str(doc="an IP address")
+# A block device path (storage scratch devices, issue 13).
+_DEVICE = Str(pattern=re.compile(r"^/dev/[A-Za-z0-9._/:-]+$"), pattern_doc="a block device such as /dev/nvme0n1")
 
 NETWORK = Map(
     fields={
@@ -389,6 +392,7 @@ K8S_NET = Map(
     fields={
         "pod_cidr": Field(_CIDR, True, doc="pod network (CNI)"),
         "service_cidr": Field(_CIDR, True, doc="service network"),
+        "cni": Field(Str(choices=CNIS), default="calico", doc="pod network plugin (Calico, through its operator)"),
     }
 )
 
@@ -490,6 +494,9 @@ POOL = Map(
             doc="Kubernetes taints",
         ),
         "acceptance": Field(POOL_ACCEPTANCE, doc="per-pool acceptance floors"),
+        "scratch_devices": Field(
+            List(item=_DEVICE, max_items=64), doc="scratch devices of the pool's nodes (overrides storage.scratch)"
+        ),
     }
 )
 
@@ -508,6 +515,113 @@ CONTROLLERS = Map(
     }
 )
 
+# --- storage, storage acceptance and cost (issue 13; checks in storage_checks.py) -------------------
+
+_ABS_PATH = Str(
+    pattern=re.compile(r"^/(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9._/@+-]*$"),
+    pattern_doc="an absolute path without '..' or spaces",
+)
+SCRATCH_RAID_LEVELS = (0, 1, 10)
+SHARED_FS_TYPES = ("nfs", "nfs4", "lustre")
+
+STORAGE_SCRATCH = Map(
+    fields={
+        "path": Field(_ABS_PATH, default="/scratch/local", doc="where the local scratch is mounted"),
+        "devices": Field(
+            List(item=_DEVICE, max_items=64),
+            doc="scratch devices of every node (overridden by pools[].scratch_devices and the host variable "
+            "storage_scratch_devices)",
+        ),
+        "raid_level": Field(
+            Int(choices=SCRATCH_RAID_LEVELS), default=0, doc="mdadm RAID level when there are several devices"
+        ),
+        "filesystem": Field(Str(choices=("xfs", "ext4")), default="xfs", doc="filesystem made on the scratch"),
+        "mount_options": Field(Str(), default="noatime,nofail", doc="mount options of the scratch"),
+    }
+)
+
+SHARED_MOUNT = Map(
+    fields={
+        "server": Field(Str(), True, doc="file server host name or IP (Lustre: the MGS NID, e.g. 10.0.0.5@o2ib)"),
+        "export": Field(Str(), True, doc="exported path (NFS) or file system name (Lustre)"),
+        "path": Field(_ABS_PATH, True, doc="mount point on every node"),
+        "type": Field(Str(choices=SHARED_FS_TYPES), default="nfs", doc="client file system type"),
+        "options": Field(
+            Str(pattern=re.compile(r"^[^\s]+$"), pattern_doc="comma-separated mount options without spaces"),
+            doc="mount options (default: role storage's storage_shared_default_options for the type)",
+        ),
+    }
+)
+
+STORAGE = Map(
+    fields={
+        "scratch": Field(STORAGE_SCRATCH, doc="local NVMe scratch (wiped only with explicit consent)"),
+        "shared": Field(List(item=SHARED_MOUNT, max_items=64), default=[], doc="shared file systems every node mounts"),
+        "checkpoint_root": Field(
+            _ABS_PATH, doc="directory holding one checkpoint directory per tenant (usually on a shared mount)"
+        ),
+    }
+)
+
+STORAGE_ACCEPTANCE = Map(
+    fields={
+        "scratch_write_gbps": Field(Num(minimum=0), doc="floor: sequential write to the scratch, GB/s per node"),
+        "scratch_read_gbps": Field(Num(minimum=0), doc="floor: sequential read from the scratch, GB/s per node"),
+        "shared_write_gbps": Field(Num(minimum=0), doc="floor: sequential write to the shared FS, GB/s per node"),
+        "shared_read_gbps": Field(Num(minimum=0), doc="floor: sequential read from the shared FS, GB/s per node"),
+        "checkpoint_size_gib": Field(Num(minimum=0.001, maximum=65536), default=4, doc="checkpoint written, GiB"),
+        "checkpoint_max_restore_s": Field(Num(minimum=0.1), doc="ceiling: seconds to read the checkpoint back"),
+    }
+)
+
+COST_MONTHLY = Map(
+    fields={
+        "compute": Field(Num(minimum=0), True, doc="GPU servers: lease, depreciation or rental, per month"),
+        "network": Field(Num(minimum=0), default=0, doc="fabric, switches, transit, per month"),
+        "storage": Field(Num(minimum=0), default=0, doc="shared storage and scratch, per month"),
+        "support": Field(Num(minimum=0), default=0, doc="vendor support contracts, per month"),
+        "operations": Field(Num(minimum=0), default=0, doc="people, power, space, per month"),
+    }
+)
+
+COST_UNIT = Map(
+    fields={
+        "name": Field(Str(), True, doc="what one accepted unit is (a training run, 1M tokens, a job)"),
+        "measure": Field(
+            Str(choices=("completed_jobs", "gpu_hours", "per_gpu_hour")),
+            default="completed_jobs",
+            doc="how accepted units are counted from Slurm accounting: completed jobs, GPU-hours of completed "
+            "jobs, or those GPU-hours times per_gpu_hour",
+        ),
+        "per_gpu_hour": Field(
+            Num(minimum=0), doc="units one GPU-hour of accepted work yields (measure per_gpu_hour), e.g. tokens"
+        ),
+    }
+)
+
+COST_BASELINE = Map(
+    fields={
+        "name": Field(Str(), True, doc="the alternative priced (a model API, a GPU rental)"),
+        "price_per_unit": Field(Num(minimum=0), True, doc="its price per accepted unit, in cost.currency"),
+    }
+)
+
+COST = Map(
+    fields={
+        "currency": Field(
+            Str(pattern=re.compile(r"^[A-Z]{3}$"), pattern_doc="an ISO 4217 code such as USD"),
+            default="USD",
+            doc="currency of every amount",
+        ),
+        "monthly": Field(COST_MONTHLY, True, doc="what the cluster costs per month"),
+        "unit": Field(COST_UNIT, True, doc="the unit of accepted work"),
+        "target_units_per_month": Field(Num(minimum=0), doc="work the buyer needs per month (sizes the GPUs)"),
+        "baseline": Field(COST_BASELINE, doc="the price the cluster must beat per accepted unit"),
+    }
+)
+
+# --- end storage / cost ---------------------------------------------------------------------------
+
 ACCEPTANCE = Map(
     fields={
         "single_node_busbw_gbps": Field(Num(minimum=0), doc="floor for all_reduce inside one node"),
@@ -516,6 +630,7 @@ ACCEPTANCE = Map(
         "max_bytes": Field(Size(), default="8G", doc="largest message (nccl-tests -e)"),
         "max_wrong": Field(Int(minimum=0), default=0, doc="tolerated #wrong values; 0 unless waived"),
         "max_wrong_waived": Field(Bool(), default=False, doc="allow max_wrong > 0"),
+        "storage": Field(STORAGE_ACCEPTANCE, doc="storage acceptance floors (scratch, shared FS, checkpoint)"),
     }
 )
 
@@ -524,6 +639,9 @@ TENANT = Map(
         "name": Field(_NAME, True, doc="tenant (team) name"),
         "gpus": Field(Int(minimum=0), True, doc="GPU quota"),
         "pools": Field(List(item=Str(), max_items=MAX_POOLS), doc="pools the quota applies to (default: all)"),
+        "group": Field(
+            Str(), doc="Kubernetes group bound to the edit role in the tenant's namespace (default: the name)"
+        ),
     }
 )
 
@@ -541,6 +659,8 @@ BRIEF = Map(
         ),
         "acceptance": Field(ACCEPTANCE, default={}, doc="NCCL acceptance thresholds"),
         "tenants": Field(List(item=TENANT, max_items=MAX_TENANTS), default=[], doc="teams with GPU quotas (optional)"),
+        "storage": Field(STORAGE, doc="local scratch, shared file systems, checkpoint root (role storage)"),
+        "cost": Field(COST, doc="monthly cost, unit of accepted work, baseline (gpufleet report cost)"),
     }
 )
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import brief_schema
+from ansible_collections.gpufleet.cluster.plugins.module_utils import brief_schema, storage_checks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief_schema import show
 from ansible_collections.gpufleet.cluster.plugins.module_utils.catalogue import (
     ACCELERATORS,
@@ -54,6 +54,15 @@ MTU_RANGES = {"ethernet": (1280, 9216), "roce": (1280, 9216), "infiniband": (256
 # kube-controller-manager --node-cidr-mask-size default (IPv4) and the apiserver's largest service range.
 K8S_NODE_CIDR_PREFIX_V4 = 24
 K8S_SERVICE_MIN_PREFIX_V4 = 12
+# Kubernetes minors gpufleet renders kubeadm configuration for (kubeadm.k8s.io/v1beta4 needs 1.31+),
+# and the newest it was tested with (newer is a warning). The kubelet may be up to 3 minors older.
+K8S_MIN_MINOR = (1, 31)
+K8S_TESTED_MINOR = (1, 34)
+K8S_KUBELET_SKEW = 3
+# The CNI's smallest per-node block (Calico IPAM: /26 IPv4): the pod network must hold at least one.
+K8S_CNI_BLOCK_V4 = {"calico": 26}
+# Host variables that pin the Kubernetes packages per host (roles kubernetes_node / _control_plane).
+K8S_HOST_PINS = ("kubernetes_node_version",)
 MAX_FABRIC_IPS_CHECKED = 64
 _IMPLICIT_HOSTS = frozenset({"localhost"})
 
@@ -191,6 +200,8 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     _check_hosts(ctx)
     _check_acceptance(ctx)
     _check_tenants(ctx)
+    _check_kubernetes(ctx)
+    out.extend(storage_checks.check(clean, groups, hostvars))  # storage, acceptance.storage, cost (issue 13)
     return out
 
 
@@ -1012,6 +1023,136 @@ def _check_tenants(ctx: Ctx) -> None:
                 severity=WARNING,
             )
         )
+
+
+def _minor_of(version: Any) -> tuple[int, int] | None:
+    m = re.match(r"^v?(\d+)\.(\d+)(\.\d+)?", str(version or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _check_kubernetes(ctx: Ctx) -> None:
+    """What a kubeadm cluster needs of the brief: the version pins (and any per-host pin within the
+    skew policy), a pod network the CNI can carve, one MIG strategy, tenant namespaces of their own."""
+    if not ctx.k8s:
+        return
+    out, sw = ctx.out, ctx.brief["software"]
+    version = sw.get("kubernetes")
+    minor = _minor_of(version)
+    if not version:
+        out.append(
+            violation(
+                "K8S_VERSION_MISSING",
+                "software.kubernetes",
+                "expected a Kubernetes version pin (e.g. '1.33.4') for control_plane kubernetes, found none",
+            )
+        )
+    elif minor is not None and minor < K8S_MIN_MINOR:
+        out.append(
+            violation(
+                "K8S_VERSION_UNSUPPORTED",
+                "software.kubernetes",
+                f"expected Kubernetes >= {'.'.join(map(str, K8S_MIN_MINOR))} (kubeadm.k8s.io/v1beta4), found {version}",
+            )
+        )
+    elif minor is not None and minor > K8S_TESTED_MINOR:
+        out.append(
+            violation(
+                "K8S_VERSION_UNTESTED",
+                "software.kubernetes",
+                f"expected Kubernetes <= {'.'.join(map(str, K8S_TESTED_MINOR))} (the newest gpufleet was tested "
+                f"with), found {version}",
+                severity=WARNING,
+            )
+        )
+    if not sw.get("gpu_operator"):
+        out.append(
+            violation(
+                "K8S_GPU_OPERATOR_MISSING",
+                "software.gpu_operator",
+                "expected a GPU Operator chart version pin (e.g. '25.3.4') for control_plane kubernetes, found none",
+            )
+        )
+    controllers = set(ctx.controllers)
+    if minor is not None:
+        for host in sorted(set(ctx.controllers) | set(ctx.host_pool)):
+            vars_ = ctx.hostvars.get(host)
+            if not isinstance(vars_, Mapping):
+                continue
+            for key in K8S_HOST_PINS:
+                pin = vars_.get(key)
+                if pin is None or not isinstance(pin, str | int | float):
+                    continue
+                pin_minor = _minor_of(pin)
+                if pin_minor is None:
+                    out.append(
+                        violation(
+                            "K8S_VERSION_SKEW",
+                            key,
+                            f"expected a version such as {version}, found {show(pin)}",
+                            host=host,
+                        )
+                    )
+                elif host in controllers and str(pin).lstrip("v") != str(version).lstrip("v"):
+                    out.append(
+                        violation(
+                            "K8S_VERSION_SKEW",
+                            key,
+                            f"expected the control plane at software.kubernetes {version} (kubeadm, kubelet and the "
+                            f"control-plane images move together), found {pin}",
+                            host=host,
+                        )
+                    )
+                elif pin_minor > minor or pin_minor[0] != minor[0] or minor[1] - pin_minor[1] > K8S_KUBELET_SKEW:
+                    out.append(
+                        violation(
+                            "K8S_VERSION_SKEW",
+                            key,
+                            f"expected a kubelet between {minor[0]}.{max(minor[1] - K8S_KUBELET_SKEW, 0)} and "
+                            f"software.kubernetes {version} (version skew policy), found {pin}",
+                            host=host,
+                        )
+                    )
+    pod = ctx.nets.get("pod_cidr")
+    cni = (ctx.brief["networks"].get("kubernetes") or {}).get("cni", "calico")
+    block = K8S_CNI_BLOCK_V4.get(cni)
+    if pod is not None and pod.version == 4 and block is not None and pod.prefixlen > block:
+        out.append(
+            violation(
+                "K8S_POD_CIDR_CNI",
+                "networks.kubernetes.pod_cidr",
+                f"expected a pod network of /{block} or larger ({cni} gives each node /{block} blocks), "
+                f"found {pod.text}",
+            )
+        )
+    strategies = {
+        (pool.get("sharing_config") or {}).get("mig_strategy", "single")
+        for _i, pool, _a, _t, _h in ctx.pools
+        if pool.get("sharing") == "mig"
+    }
+    if len(strategies) > 1:
+        out.append(
+            violation(
+                "K8S_MIG_STRATEGY_MIXED",
+                "pools",
+                "expected one MIG strategy across the MIG pools (the GPU Operator has one per cluster), found "
+                f"{' and '.join(sorted(strategies))}: mixed is used for all",
+                severity=WARNING,
+            )
+        )
+    for t, tenant in enumerate(ctx.brief["tenants"]):
+        name = (tenant or {}).get("name")
+        if name and (name in K8S_RESERVED_NAMESPACES or name.startswith(("kube-", "calico-"))):
+            out.append(
+                violation(
+                    "K8S_TENANT_NAMESPACE_RESERVED",
+                    f"tenants[{t}].name",
+                    f"expected a tenant name that is not a system namespace ({', '.join(K8S_RESERVED_NAMESPACES)}, "
+                    f"kube-*, calico-*), found {name!r}",
+                )
+            )
+
+
+K8S_RESERVED_NAMESPACES = ("default", "gpu-operator", "kueue-system", "tigera-operator", "calico-system", "gpufleet")
 
 
 def effective_brief(brief: Any) -> dict:

@@ -1,0 +1,135 @@
+"""Shared code of the Kubernetes test doubles (kubeadm, kubectl, helm, kubelet and the API
+server stand-in), test bed only.
+
+The API server stand-in (gpufleet-double-kube-apiserver) keeps every object in one JSON file
+on the first control-plane node and answers plain HTTP on port 6443; kubectl and kubeadm
+reach it at the ``server:`` of their kubeconfig, as the real tools reach the real one.
+Every invocation of a double is recorded in /var/log/gpufleet-doubles/<tool>.log as a JSON
+line: its argv with secret values replaced by their SHA-256 (a token never reaches a log),
+and what it did.
+"""
+
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import yaml
+
+LOG_DIR = "/var/log/gpufleet-doubles"
+STATE_DIR = "/var/lib/gpufleet-doubles/k8s"
+TOKEN_RE = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
+KEY_RE = re.compile(r"\b[0-9a-f]{64}\b")
+VERSION = os.environ.get("GPUFLEET_DOUBLE_K8S_VERSION", "@K8S_VERSION@")
+
+
+def digest(secret):
+    return "sha256:" + hashlib.sha256(secret.encode()).hexdigest()[:16]
+
+
+def redact(text):
+    """Tokens and certificate keys replaced by their digests (as a log may hold them)."""
+    text = TOKEN_RE.sub(lambda m: "<token " + digest(m.group(0)) + ">", text)
+    return KEY_RE.sub(lambda m: "<key " + digest(m.group(0)) + ">", text)
+
+
+def log(tool, argv, **what):
+    os.makedirs(LOG_DIR, exist_ok=True)
+    entry = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": os.uname().nodename,
+        "argv": [redact(a) for a in argv],
+    }
+    entry.update(what)
+    with open(os.path.join(LOG_DIR, tool + ".log"), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def fail(tool, message, code=1):
+    print(f"error: {message}" if tool != "kubeadm" else message, file=sys.stderr)
+    sys.exit(code)
+
+
+def load_docs(path):
+    with open(path, encoding="utf-8") as fh:
+        return [d for d in yaml.safe_load_all(fh) if d]
+
+
+def server_of(kubeconfig):
+    """The API server URL of a kubeconfig (its first cluster)."""
+    with open(kubeconfig, encoding="utf-8") as fh:
+        cfg = yaml.safe_load(fh)
+    return cfg["clusters"][0]["cluster"]["server"]
+
+
+def kubeconfig(server, user):
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": f"{user}@kubernetes",
+            "clusters": [{"name": "kubernetes", "cluster": {"server": server}}],
+            "users": [{"name": user, "user": {"username": user}}],
+            "contexts": [{"name": f"{user}@kubernetes", "context": {"cluster": "kubernetes", "user": user}}],
+        }
+    )
+
+
+def call(server, method, path, body=None):
+    """One request to the API server stand-in: (status, decoded JSON)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        server.rstrip("/") + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+    except (urllib.error.URLError, OSError) as exc:
+        return 0, {"message": f"dial tcp {server}: connect: connection refused ({exc})"}
+
+
+def key_of(obj):
+    """(kind, namespace, name) of an object; cluster-scoped kinds have namespace ''."""
+    meta = obj.get("metadata") or {}
+    kind = obj.get("kind", "")
+    ns = "" if kind in CLUSTER_SCOPED else (meta.get("namespace") or "default")
+    return kind, ns, meta.get("name", "")
+
+
+CLUSTER_SCOPED = {
+    "Node",
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "ResourceFlavor",
+    "ClusterQueue",
+    "Installation",
+    "APIServer",
+    "PriorityClass",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "StorageClass",
+    "Cohort",
+    "WorkloadPriorityClass",
+}
+
+
+def subset(want, have):
+    """True when every field of ``want`` is in ``have`` with the same value (kubectl diff's view of
+    what an apply would change, ignoring fields the server adds)."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(k in have and subset(v, have[k]) for k, v in want.items())
+    if isinstance(want, list):
+        return (
+            isinstance(have, list)
+            and len(want) == len(have)
+            and all(subset(w, h) for w, h in zip(want, have, strict=True))
+        )
+    return want == have
