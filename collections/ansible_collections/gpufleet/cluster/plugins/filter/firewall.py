@@ -13,6 +13,8 @@ description:
     e.g. Kubernetes' or a container network's, are kept). Input policy drop; management ports from the
     management sources; cluster ports from the cluster's members; everything from the rails' networks on
     the fabric interfaces; nothing forwarded out of or into the fabric; optional egress allow-list.
+  - C(interfaces_in_networks) takes gathered C(ansible_facts) and a list of CIDRs and returns the interfaces whose
+    IPv4 address lies in one of them (the fabric interfaces of a host).
   - C(firewall_violations) lists every problem of a spec at once (host, field, expected and found), in
     gpufleet's violation shape; C(firewall_nft) fails with all of them.
   - C(firewall_expected) is the summary (chain policies, sets, rules) of the table the script loads;
@@ -109,4 +111,5 @@ class FilterModule:
             "firewall_expected": firewall_expected,
             "firewall_violations": firewall_violations,
             "nft_table_summary": nft_table_summary,
+            "interfaces_in_networks": _fw.interfaces_in_networks,
         }

@@ -177,6 +177,34 @@ def _ports(host: str, field: str, entries: Any, out: list[dict], need_dest: bool
     return ports
 
 
+def interfaces_in_networks(facts: Any, cidrs: Any) -> list[str]:
+    """The interfaces (gathered ``ansible_facts``) whose IPv4 address lies in one of ``cidrs``, sorted.
+
+    One pass in Python: the same walk in Jinja with a network test per interface costs seconds per host.
+    """
+    if not isinstance(facts, dict) or not cidrs:
+        return []
+    nets = []
+    for c in cidrs:
+        try:
+            nets.append(ipaddress.ip_network(str(c), strict=False))
+        except ValueError:
+            continue
+    found = []
+    for name in facts.get("interfaces") or []:
+        info = facts.get(str(name).replace("-", "_").replace(".", "_")) or {}
+        address = (info.get("ipv4") or {}).get("address") if isinstance(info, dict) else None
+        if not address:
+            continue
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            continue
+        if any(ip.version == n.version and ip in n for n in nets):
+            found.append(str(name))
+    return sorted(found)
+
+
 def firewall_violations(spec: Any) -> list[dict]:
     """Every problem of a firewall spec, at once; empty when it can be rendered."""
     out: list[dict] = []

@@ -252,7 +252,13 @@ def test_filter_summary_rejects_other_json():
 
 
 def test_filters_map():
-    assert set(FILTERS) == {"firewall_nft", "firewall_expected", "firewall_violations", "nft_table_summary"}
+    assert set(FILTERS) == {
+        "firewall_nft",
+        "firewall_expected",
+        "firewall_violations",
+        "nft_table_summary",
+        "interfaces_in_networks",
+    }
     assert FILTERS["firewall_expected"](SPEC) == fw.firewall_expected(SPEC)
     assert FILTERS["firewall_violations"](spec(forward_policy="x"))[0]["code"] == "FIREWALL_POLICY_INVALID"
 
@@ -268,3 +274,19 @@ def test_nft_accepts_the_rendered_script(tmp_path, changes):
     if "Operation not permitted" in proc.stderr:
         pytest.skip("nft -c needs CAP_NET_ADMIN here")
     assert proc.returncode == 0, proc.stderr
+
+
+def test_interfaces_in_networks_finds_the_rail_interfaces_only():
+    facts = {
+        "interfaces": ["lo", "eth0", "ib0", "ib1", "veth-x", "br.10"],
+        "lo": {"ipv4": {"address": "127.0.0.1"}},
+        "eth0": {"ipv4": {"address": "10.250.10.11"}},
+        "ib0": {"ipv4": {"address": "10.250.20.11"}},
+        "ib1": {"ipv4": {"address": "10.250.21.11"}},
+        "veth_x": {},
+        "br_10": {"ipv4": {"address": "10.250.21.200"}},
+    }
+    rails = ["10.250.20.0/24", "10.250.21.0/24"]
+    assert fw.interfaces_in_networks(facts, rails) == ["br.10", "ib0", "ib1"]
+    assert fw.interfaces_in_networks(facts, []) == []
+    assert fw.interfaces_in_networks(None, rails) == []
