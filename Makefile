@@ -6,7 +6,8 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
-# Scenarios, slowest last. Each is a few lines over .config/molecule/config.yml.
+# Scenarios (run side by side by scripts/molecule_all). Each is a few lines over
+# .config/molecule/config.yml.
 SCENARIOS ?= gpu_stack cluster
 # Debian suites whose test-host images the scenarios use.
 SUITES ?= bookworm trixie
@@ -42,12 +43,18 @@ unit: venv
 	pytest || { rc=$$?; [ $$rc -eq 5 ] && echo "no unit tests collected" || exit $$rc; }
 
 molecule: venv testbed
-	@for s in $(SCENARIOS); do echo "== molecule test -s $$s"; t0=$$(date +%s); \
-	  molecule test -s $$s || exit 1; echo "== molecule test -s $$s: $$(( $$(date +%s) - t0 )) s"; done
+	scripts/molecule_all $(SCENARIOS)
 
 test-fast: lint unit
 
-test: lint unit molecule
+# The test images are built while lint and the unit tests run (network and
+# dpkg against Python): the two overlap, then the scenarios run side by side.
+test: venv
+	@mkdir -p .cache; scripts/testbed all $(SUITES) >.cache/testbed.log 2>&1 & tb=$$!; \
+	  rc=0; $(MAKE) --no-print-directory test-fast || rc=$$?; \
+	  trc=0; wait $$tb || trc=$$?; echo "== scripts/testbed all $(SUITES) (exit $$trc)"; cat .cache/testbed.log; \
+	  [ $$rc -eq 0 ] && [ $$trc -eq 0 ]
+	$(MAKE) --no-print-directory molecule
 
 bench: venv
 	@for b in scripts/bench_*; do [ -x "$$b" ] && { echo "== $$b"; "$$b"; }; done

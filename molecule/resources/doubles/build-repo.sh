@@ -27,6 +27,9 @@ out=${1:?usage: build-repo.sh OUTDIR}
 stack=$here/stack
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# Two scenarios may prepare at once (make molecule runs them in parallel): one build at a time.
+exec 9>"$out.lock"
+flock 9
 gnupg=${GPUFLEET_DOUBLES_GNUPG:-$(dirname "$out")/doubles-repo-gnupg}
 
 # Versions: the pinned one first, then a newer one that must never be picked up.
