@@ -38,3 +38,22 @@ def test_conditionals_are_strings(path):
     with open(path, encoding="utf-8") as fh:
         data = yaml.safe_load(fh)
     assert _bad_conditionals(data, []) == []
+
+
+def _plays():
+    for path in sorted(glob.glob(os.path.join(ROOT, "playbooks/*.yml"))):
+        with open(path, encoding="utf-8") as fh:
+            for play in yaml.safe_load(fh) or []:
+                yield os.path.relpath(path, ROOT), play
+
+
+def test_no_play_gathers_a_subset_of_facts():
+    """Facts are cached (ansible.cfg) and gathered 'smart': a play that gathers only a subset
+    leaves a later site.yml run with that subset (no CPU count for slurm.conf, no default
+    route for NCCL_SOCKET_IFNAME). Every gathering play gathers everything."""
+    subset = [
+        f"{path}: {play.get('name')}: gather_subset {play['gather_subset']}"
+        for path, play in _plays()
+        if "gather_subset" in play
+    ]
+    assert subset == []
