@@ -78,10 +78,29 @@ def test_figures(t2, changed, ratio_ok):
     text = bench.format_figures(first, rerun)
     assert "first converge         80.0 s" in text
     assert f"no-op re-run       {t2:8.1f} s" in text
-    assert ("(target <= 25 %: met)" in text) is ratio_ok
+    assert (f"{t2 / 80 * 100:8.1f} %   (target <= 25 %: met)" in text) is ratio_ok
     assert f"re-run changed     {changed:8d}" in text
     assert ("lab-gpu01" in text) is (changed > 0)
     assert "  Base OS                            30.5       6.1     20%" in text
+
+
+def test_install_stages_ratio_leaves_out_the_gates():
+    phases = [
+        ("Base OS", 100.0, 20),
+        ("Hardware gate (facts against the brief)", 20.0, 5),
+        ("NCCL acceptance report", 10.0, 3),
+    ]
+    rerun_phases = [
+        ("Base OS", 20.0, 20),
+        ("Hardware gate (facts against the brief)", 20.0, 5),
+        ("NCCL acceptance report", 10.0, 3),
+    ]
+    first = (130.0, bench.parse_summary(canned_summary(3, phases)))
+    rerun = (50.0, bench.parse_summary(canned_summary(0, rerun_phases)))
+    text = bench.format_figures(first, rerun)
+    assert "re-run / first         38.5 %   (target <= 25 %: NOT met)" in text
+    assert "install stages        100.0 s first, 20.0 s re-run: 20.0 %   (target <= 25 %: met)" in text
+    assert "gate + acceptance      30.0 s first, 30.0 s re-run" in text
 
 
 def test_lab_not_up_prints_and_exits_0(monkeypatch, capsys):
