@@ -6,7 +6,8 @@
 # three hosts), a no-op re-run of site.yml's install stages went from 570 s to 231 s with the same
 # 0 changed (README, Benchmarks). Task order, results, check mode and diffs are linear's.
 # Opt out for one run with ANSIBLE_STRATEGY=linear (the strategy is not a variable: -e cannot set it),
-# e.g. to rule Mitogen out while debugging a connection problem.
+# e.g. to rule Mitogen out while debugging a connection problem. Mitogen's own debug log (which
+# holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1, never from -vvv alone.
 from __future__ import annotations
 
 DOCUMENTATION = """
@@ -18,11 +19,30 @@ description:
 author: gpufleet
 """
 
+import logging
+import os
+
 try:
     import ansible_mitogen.loaders
+    import ansible_mitogen.logging
     import ansible_mitogen.strategy
 
     _Base = ansible_mitogen.loaders.strategy_loader.get("linear", class_only=True)
+    _mitogen_log_setup = ansible_mitogen.logging.setup
+
+    def _quiet_log_setup():
+        """Mitogen's logging, but never at DEBUG unless GPUFLEET_MITOGEN_DEBUG=1.
+
+        At -vvv Mitogen logs every call with its arguments, no_log tasks' included: the MUNGE key
+        and the database passwords would be in the log (molecule/resources/tasks/assert-no-secrets.yml
+        catches it). Ansible's own -vvv output is unchanged.
+        """
+        _mitogen_log_setup()
+        if os.environ.get("GPUFLEET_MITOGEN_DEBUG") != "1":
+            for name in ("mitogen", "mitogen.io", "ansible_mitogen", "operon"):
+                logging.getLogger(name).setLevel(logging.ERROR)
+
+    ansible_mitogen.logging.setup = _quiet_log_setup
 
     class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Base):
         """Mitogen's linear strategy."""
