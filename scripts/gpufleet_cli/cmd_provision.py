@@ -80,12 +80,43 @@ def acceptance_line(reports: str, since: float = 0.0) -> str | None:
     if not found:
         return None
     path = max(found)[1]
+    data: dict = {}
     try:
         with open(path, encoding="utf-8") as fh:
-            verdict = str(json.load(fh).get("verdict", "?")).upper()
-    except (OSError, ValueError):
+            data = json.load(fh)
+        verdict = str(data.get("verdict", "?")).upper()
+    except (OSError, ValueError, AttributeError):
         verdict = "UNREADABLE"
-    return f"NCCL acceptance: {verdict}; report {os.path.splitext(path)[0]}.md (scripts/gpufleet report)"
+    extra = storage_workload_summary(data) if isinstance(data, dict) else ""
+    return f"NCCL acceptance: {verdict}; report {os.path.splitext(path)[0]}.md (scripts/gpufleet report){extra}"
+
+
+# --- storage and workload acceptance in the summary (docs/storage.md) ---
+def storage_workload_summary(report: dict) -> str:
+    """``; storage: ...; workload: ...`` for a report that has those sections, else ``""``."""
+    parts = []
+    storage = report.get("storage") or []
+    if storage:
+        bad = sorted(
+            {r.get("host") for r in storage for v in r.get("violations") or [] if v.get("severity") == "error"}
+        )
+        parts.append(
+            f"storage: {'FAIL (' + ', '.join(str(h) for h in bad) + ')' if bad else 'PASS'} on {len(storage)} node(s)"
+        )
+    workload = report.get("workload") or {}
+    if workload.get("skipped"):
+        parts.append(f"workload: not run ({workload['skipped']})")
+    elif workload:
+        restore = workload.get("restore_s")
+        parts.append(
+            f"workload: {str(workload.get('verdict', '?')).upper()} "
+            f"({workload.get('throughput_samples_per_s') or '-'} samples/s, resumed at step "
+            f"{workload.get('resumed_step') or '-'}, restore {'-' if restore is None else f'{restore:.1f}'} s)"
+        )
+    return "".join(f"; {p}" for p in parts)
+
+
+# --- end storage and workload acceptance ---
 
 
 def gate_table(gate_dir: str | None) -> str:

@@ -49,3 +49,27 @@ def test_acceptance_line_names_the_verdict_and_the_markdown_report(tmp_path):
     line = acceptance_line(str(tmp_path))
     assert line == f"NCCL acceptance: FAIL; report {run}/acceptance.md (scripts/gpufleet report)"
     assert acceptance_line(str(tmp_path), since=os.path.getmtime(run / "acceptance.json") + 10) is None
+
+
+def test_acceptance_line_sums_up_storage_and_workload(tmp_path):
+    from gpufleet_cli.cmd_provision import acceptance_line
+
+    run = tmp_path / "lab" / "20260101T000000Z"
+    run.mkdir(parents=True)
+    report = {
+        "verdict": "fail",
+        "storage": [
+            {"host": "gpu01", "violations": [{"severity": "error", "code": "STORAGE_BELOW_FLOOR"}]},
+            {"host": "gpu02", "violations": [{"severity": "warning", "code": "STORAGE_NOT_MOUNTED"}]},
+        ],
+        "workload": {"verdict": "pass", "throughput_samples_per_s": 3000.5, "resumed_step": 95, "restore_s": 2.54},
+    }
+    (run / "acceptance.json").write_text(json.dumps(report))
+    line = acceptance_line(str(tmp_path))
+    assert line.endswith(
+        "(scripts/gpufleet report); storage: FAIL (gpu01) on 2 node(s); "
+        "workload: PASS (3000.5 samples/s, resumed at step 95, restore 2.5 s)"
+    )
+    report["workload"] = {"skipped": "check mode: no job submitted"}
+    (run / "acceptance.json").write_text(json.dumps(report))
+    assert acceptance_line(str(tmp_path)).endswith("; workload: not run (check mode: no job submitted)")

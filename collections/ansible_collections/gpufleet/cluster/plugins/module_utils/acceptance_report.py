@@ -92,6 +92,9 @@ def build_report(
     limits: dict | None = None,
     versions: dict | None = None,
     timestamp: str | None = None,
+    storage: Sequence[dict] = (),
+    workload: dict | None = None,
+    nccl: bool = True,
 ) -> dict:
     """Everything the report shows, as one JSON-able dict. Pure.
 
@@ -106,7 +109,11 @@ def build_report(
     errors = sum(1 for v in violations if v.get("severity") == ERROR)
     warnings = sum(1 for v in violations if v.get("severity") == WARNING)
     gated_fail = any(e["result"] == FAIL for e in entries if e["scope"] != "bisect")
-    verdict = FAIL if errors or gated_fail or not entries else PASS
+    # Storage / workload (issue 13): their violations are in ``violations``; ``nccl`` False when the NCCL
+    # phases were not selected (tags), so an empty Runs table is not a failure, but testing nothing is.
+    storage = [dict(r) for r in storage]
+    tested = bool(entries or storage or (workload and not workload.get("skipped")))
+    verdict = FAIL if errors or gated_fail or (nccl and not entries) or not tested else PASS
     node_rows = []
     for node in nodes:
         host = node.get("host")
@@ -129,6 +136,9 @@ def build_report(
         "bisect": bisect,
         "drained": drained,
         "violations": violations,
+        "nccl_run": bool(nccl),
+        "storage": storage,
+        "workload": dict(workload) if workload else None,
     }
 
 
@@ -176,9 +186,13 @@ def render_markdown(report: dict) -> str:
     if errors or report.get("drained"):
         out.append("")
 
+    if report.get("nccl_run") is False:
+        out.append("_NCCL phases not run in this invocation (tags): the NCCL sections below are empty._")
+        out.append("")
+
     floors = report.get("floors") or {}
     if floors:
-        out.append("Brief: " + ", ".join(f"{k} = {v}" for k, v in floors.items()))
+        out.append("Brief: " + ", ".join(f"{k} = {v}" for k, v in floors.items() if not isinstance(v, dict)))
         out.append("")
 
     out.append("## Runs")
@@ -295,6 +309,8 @@ def render_markdown(report: dict) -> str:
     out.append(", ".join(report["drained"]) if report.get("drained") else "None.")
     out.append("")
 
+    out += render_storage_workload(report)
+
     viols = report.get("violations") or []
     if viols:
         out.append("## Violations")
@@ -317,6 +333,123 @@ def render_markdown(report: dict) -> str:
         out.append(f"_Plots skipped: {skipped}_")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+# --- storage and workload sections (issue 13) ----------------------------------------------------
+
+
+def _result(errors: bool) -> str:
+    return "FAIL" if errors else "PASS"
+
+
+def render_storage_workload(report: dict) -> list[str]:
+    """The Storage and Workload sections (absent when neither was run)."""
+    out: list[str] = []
+    storage = report.get("storage") or []
+    floors = next((r["floors"] for r in storage if isinstance(r.get("floors"), dict)), None)
+    if floors is None:
+        floors = (report.get("floors") or {}).get("storage") or {}
+    if storage:
+        out.append("## Storage")
+        out.append("")
+        out.append(
+            "fio sequential write then read (GB/s = 1e9 bytes/s) of the scratch and each mounted shared file "
+            "system, then a checkpoint round trip (write + fsync, caches dropped where permitted, read back, "
+            "sha256). Floors: " + (", ".join(f"{k} = {v}" for k, v in floors.items()) or "none (measured only)") + "."
+        )
+        out.append("")
+        rows = []
+        for rec in storage:
+            errs = [v for v in rec.get("violations") or [] if v.get("severity") == ERROR]
+            for t in rec.get("targets") or []:
+                rows.append(
+                    [
+                        rec.get("host"),
+                        t.get("kind") if t.get("kind") == "scratch" else f"shared[{t.get('index', 0)}]",
+                        t.get("path"),
+                        t.get("status"),
+                        (t.get("write") or {}).get("gbps"),
+                        (t.get("read") or {}).get("gbps"),
+                        {True: "O_DIRECT", False: "buffered"}.get(t.get("direct"), "-"),
+                        t.get("note"),
+                    ]
+                )
+            if rec.get("skipped"):
+                rows.append([rec.get("host"), "-", "-", "skipped", None, None, "-", rec["skipped"]])
+            rec["_result"] = _result(bool(errs))
+        out += _table(["host", "what", "path", "status", "write GB/s", "read GB/s", "I/O", "note"], rows)
+        out.append("")
+        ckpts = [(r.get("host"), r.get("checkpoint"), r.get("_result")) for r in storage if r.get("checkpoint")]
+        if ckpts:
+            out += _table(
+                [
+                    "host",
+                    "checkpoint",
+                    "GiB",
+                    "status",
+                    "write s",
+                    "read (restore) s",
+                    "read GB/s",
+                    "sha256",
+                    "caches",
+                    "node",
+                ],
+                [
+                    [
+                        host,
+                        c.get("path") or c.get("directory"),
+                        (c.get("size_bytes") or 0) / (1 << 30),
+                        c.get("status"),
+                        c.get("write_s"),
+                        c.get("read_s"),
+                        c.get("read_gbps"),
+                        None if c.get("verified") is None else ("verified" if c.get("verified") else "MISMATCH"),
+                        "dropped" if c.get("caches_dropped") else (c.get("note") or "not dropped"),
+                        result,
+                    ]
+                    for host, c, result in ckpts
+                ],
+            )
+            out.append("")
+        for rec in storage:
+            rec.pop("_result", None)
+    workload = report.get("workload")
+    if workload:
+        out.append("## Workload")
+        out.append("")
+        spec = workload.get("spec") or {}
+        if workload.get("skipped"):
+            out.append(f"Not run: {workload['skipped']}.")
+            out.append("")
+            return out
+        out.append(
+            f"`{spec.get('command')}` on partition {spec.get('partition') or '-'}"
+            + (f", image `{spec['image']}`" if spec.get("image") else ", the host's stack")
+            + f"; ran {spec.get('window_minutes')} min, killed (scancel), resubmitted"
+            + ("" if spec.get("shared") else " to the same node (checkpoints on its own disk)")
+            + "."
+        )
+        out.append("")
+        jobs = workload.get("jobs") or []
+        out += _table(
+            ["measure", "value", "floor / ceiling"],
+            [
+                [
+                    "throughput (median samples/s)",
+                    workload.get("throughput_samples_per_s"),
+                    spec.get("min_samples_per_s"),
+                ],
+                ["progress lines", workload.get("throughput_lines"), None],
+                ["steps before the kill", workload.get("steps_first_job"), None],
+                ["last checkpoint step", workload.get("last_checkpoint_step"), None],
+                ["resumed at step", workload.get("resumed_step"), "> 0"],
+                ["restore: resubmission to first step (s)", workload.get("restore_s"), spec.get("max_restore_s")],
+                ["jobs", ", ".join(f"{j.get('job_id')}@{j.get('node')}" for j in jobs if j.get("job_id")), None],
+                ["result", str(workload.get("verdict") or "-").upper(), None],
+            ],
+        )
+        out.append("")
+    return out
 
 
 # --- plot --------------------------------------------------------------------------

@@ -620,7 +620,35 @@ COST = Map(
     }
 )
 
-# --- end storage / cost ---------------------------------------------------------------------------
+# --- workload acceptance (issue 13; checks in storage_checks.py, runner module_utils/workload.py) ------
+
+WORKLOAD_ACCEPTANCE = Map(
+    fields={
+        "command": Field(
+            Str(),
+            True,
+            doc="shell command of the training job (sbatch --wrap); it prints 'gpufleet-workload step=N "
+            "samples_per_s=X time=T' lines and resumes from $GPUFLEET_CHECKPOINT_DIR (docs/storage.md)",
+        ),
+        "checkpoint_dir": Field(
+            _ABS_PATH, True, doc="where the job checkpoints; each acceptance run uses a fresh directory below it"
+        ),
+        "image": Field(Str(), doc="production container image (pyxis --container-image); default the host's stack"),
+        "dataset": Field(_ABS_PATH, doc="dataset sample the job reads ($GPUFLEET_DATASET)"),
+        "weights": Field(_ABS_PATH, doc="initial weights the job reads ($GPUFLEET_WEIGHTS)"),
+        "window_minutes": Field(
+            Num(minimum=0.05, maximum=1440), default=10, doc="how long the job runs before it is killed, minutes"
+        ),
+        "partition": Field(Str(), doc="Slurm partition (default: the first pool's)"),
+        "gpus": Field(Int(minimum=1, maximum=72), doc="GPUs of the job (--gres=gpu:N); default none"),
+        "min_samples_per_s": Field(Num(minimum=0), doc="floor: the job's throughput (median samples_per_s)"),
+        "max_restore_s": Field(
+            Num(minimum=0.1), doc="ceiling: seconds from the resubmission to its first step after the restore"
+        ),
+    }
+)
+
+# --- end storage / cost / workload ----------------------------------------------------------------
 
 ACCEPTANCE = Map(
     fields={
@@ -631,6 +659,7 @@ ACCEPTANCE = Map(
         "max_wrong": Field(Int(minimum=0), default=0, doc="tolerated #wrong values; 0 unless waived"),
         "max_wrong_waived": Field(Bool(), default=False, doc="allow max_wrong > 0"),
         "storage": Field(STORAGE_ACCEPTANCE, doc="storage acceptance floors (scratch, shared FS, checkpoint)"),
+        "workload": Field(WORKLOAD_ACCEPTANCE, doc="workload acceptance: a training job killed and resumed (Slurm)"),
     }
 )
 

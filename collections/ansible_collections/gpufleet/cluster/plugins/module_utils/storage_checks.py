@@ -59,6 +59,7 @@ def check(brief: dict, groups: Mapping[str, Any], hostvars: Mapping[str, Any]) -
     _check_scratch(brief, groups, hostvars, out)
     _check_shared(brief, out)
     _check_storage_acceptance(brief, groups, hostvars, out)
+    _check_workload(brief, out)
     _check_cost(brief, out)
     return out
 
@@ -317,6 +318,74 @@ def _check_storage_acceptance(brief: dict, groups, hostvars, out: list[dict]) ->
                 "expected scratch devices (storage.scratch.devices, pools[].scratch_devices or the host variable "
                 "storage_scratch_devices) for the scratch floors, found none: the floors would be measured on "
                 "the OS disk",
+                severity=WARNING,
+            )
+        )
+
+
+# --- workload acceptance (acceptance.workload) --------------------------------------------------------
+
+
+def _check_workload(brief: dict, out: list[dict]) -> None:
+    workload = (brief.get("acceptance") or {}).get("workload")
+    if not workload:
+        return
+    base = "acceptance.workload"
+    plane = (brief.get("cluster") or {}).get("control_plane")
+    if plane and plane != "slurm":
+        out.append(
+            violation(
+                "ACC_WORKLOAD_NOT_SLURM",
+                base,
+                f"expected control_plane slurm for the workload acceptance (sbatch, scancel), found {plane}: "
+                "it is skipped on this cluster",
+                severity=WARNING,
+            )
+        )
+    pools = [p for p in brief.get("pools") or [] if p]
+    names = [p.get("name") for p in pools if p.get("name")]
+    partition = workload.get("partition")
+    pool = next((p for p in pools if p.get("name") == partition), None) if partition else (pools[:1] or [None])[0]
+    if partition and pool is None:
+        out.append(
+            violation(
+                "ACC_WORKLOAD_PARTITION_UNKNOWN",
+                f"{base}.partition",
+                f"expected a partition the Slurm roles create (one per pool: {', '.join(names) or 'none'}), "
+                f"found {show(partition)}",
+                severity=WARNING,
+            )
+        )
+    gpus = workload.get("gpus")
+    if gpus and pool is not None and pool.get("gpus_per_node") and gpus > pool["gpus_per_node"]:
+        out.append(
+            violation(
+                "ACC_WORKLOAD_GPUS_ABOVE_POOL",
+                f"{base}.gpus",
+                f"expected at most {pool['gpus_per_node']} GPUs (one node of pool {pool.get('name')}), found {gpus}",
+            )
+        )
+    ckpt = workload.get("checkpoint_dir")
+    if not ckpt:
+        return
+    storage = brief.get("storage") or {}
+    scratch = (storage.get("scratch") or {}).get("path") or "/scratch/local"
+    if _under(ckpt, posixpath.join(scratch, "jobs")):
+        out.append(
+            violation(
+                "ACC_WORKLOAD_CHECKPOINT_ON_JOB_SCRATCH",
+                f"{base}.checkpoint_dir",
+                f"expected the checkpoints outside {scratch}/jobs (the epilog removes each job's directory when "
+                f"it ends, so nothing could resume), found {ckpt}",
+            )
+        )
+    elif not any(_under(ckpt, m["path"]) for m in storage.get("shared") or [] if m and m.get("path")):
+        out.append(
+            violation(
+                "ACC_WORKLOAD_CHECKPOINT_NOT_SHARED",
+                f"{base}.checkpoint_dir",
+                f"expected the checkpoints on a shared mount (storage.shared[].path) so a job resumes on any "
+                f"node, found {ckpt} on each node's own disk: the resubmitted job is pinned to the first job's node",
                 severity=WARNING,
             )
         )

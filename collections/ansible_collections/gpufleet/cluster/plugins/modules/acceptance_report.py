@@ -88,6 +88,31 @@ options:
     description: Draw the busbw plots.
     type: bool
     default: true
+  nccl:
+    description:
+      - Whether the NCCL phases ran in this invocation. False (tags chose only storage / workload) - no run and no
+        node record is expected, and the NCCL sections say so.
+    type: bool
+    default: true
+  storage:
+    description:
+      - Storage acceptance records, one per node (P(gpufleet.cluster.storage_bench#module)'s C(record) with its
+        C(violations) from P(gpufleet.cluster.storage_evaluate#filter)); shown in the Storage section, their
+        violations counted in the verdict.
+    type: list
+    elements: dict
+    default: []
+  storage_expected:
+    description: Nodes that must have a storage record (C(STORAGE_NODE_NOT_TESTED) for each that has none).
+    type: list
+    elements: str
+    default: []
+  workload:
+    description:
+      - The workload acceptance (tasks C(workload.yml) - C(spec), C(jobs), C(throughput_samples_per_s),
+        C(resumed_step), C(restore_s), C(verdict), C(violations), or C(skipped)); shown in the Workload section, its
+        violations counted in the verdict.
+    type: dict
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -187,6 +212,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report
     slug,
     timestamp_now,
     write_report,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.storage_acceptance import (
+    not_tested as storage_not_tested,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import ERROR, violation
 
@@ -300,6 +328,10 @@ def main() -> None:
             "versions": {"type": "dict", "default": {}},
             "context": {"type": "dict", "default": {}},
             "plots": {"type": "bool", "default": True},
+            "nccl": {"type": "bool", "default": True},
+            "storage": {"type": "list", "elements": "dict", "default": []},
+            "storage_expected": {"type": "list", "elements": "str", "default": []},
+            "workload": {"type": "dict"},
         },
         supports_check_mode=True,
     )
@@ -314,7 +346,12 @@ def main() -> None:
     stamp = p["timestamp"] or timestamp_now()
     out_dir = os.path.join(p["dest"], slug(p["cluster"]), stamp)
     runs, logs = write_logs(out_dir, p["runs"], module.check_mode)
-    missing_rows, missing = untested(p["expected_nodes"], p["nodes"], runs)
+    missing_rows, missing = untested(p["expected_nodes"], p["nodes"], runs) if p["nccl"] else ([], [])
+    # Storage and workload (issue 13): their violations join the verdict.
+    storage = p["storage"]
+    missing += [v for r in storage for v in r.get("violations") or []]
+    missing += storage_not_tested(p["storage_expected"], storage)
+    missing += list((p["workload"] or {}).get("violations") or [])
     flagged = {v.get("host") for v in p["violations"] if v.get("severity") == ERROR}
     drained = set(p["drained"])
     nodes = [
@@ -335,6 +372,9 @@ def main() -> None:
         limits=p["limits"],
         versions=p["versions"],
         timestamp=stamp,
+        storage=storage,
+        workload=p["workload"],
+        nccl=p["nccl"],
     )
     if p["context"]:
         report["context"] = p["context"]
