@@ -8,6 +8,9 @@
 # Opt out for one run with ANSIBLE_STRATEGY=linear (the strategy is not a variable: -e cannot set it),
 # e.g. to rule Mitogen out while debugging a connection problem. Mitogen's own debug log (which
 # holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1, never from -vvv alone.
+# Not for playbooks with fire-and-forget async tasks (poll: 0 + async_status): under Mitogen 0.3.29
+# their jobs never finished (Molecule's podman create playbook hung), so Molecule runs linear
+# (.config/molecule/config.yml). gpufleet's roles and playbooks have no async task.
 from __future__ import annotations
 
 DOCUMENTATION = """
