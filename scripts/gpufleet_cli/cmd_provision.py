@@ -7,6 +7,8 @@ import json
 import os
 import time
 
+import yaml
+
 from .common import ROOT
 from .runner import add_run_arguments, options_from_args, run_playbook
 
@@ -45,14 +47,17 @@ def register(sub) -> None:
 def _runner_for(playbook: str):
     def run(args) -> int:
         started = time.time()
-        rc = run_playbook(playbook, options_from_args(args))
+        opts = options_from_args(args)
+        rc = run_playbook(playbook, opts)
         reports = os.path.join(ROOT, "reports")
+        # Only this cluster's reports: another inventory's run may write its own meanwhile.
+        cluster = brief_cluster_name(opts.inventory, opts.brief)
         if playbook in ("verify.yml", "site.yml"):
-            gate = latest_gate_dir(reports, since=started)
+            gate = latest_gate_dir(reports, since=started, cluster=cluster)
             if gate or playbook == "verify.yml":
                 print(gate_table(gate))
         if playbook in ("acceptance.yml", "site.yml"):
-            line = acceptance_line(reports, since=started)
+            line = acceptance_line(reports, since=started, cluster=cluster)
             if line:
                 print(line)
         return rc
@@ -60,21 +65,35 @@ def _runner_for(playbook: str):
     return run
 
 
-def latest_gate_dir(reports: str, since: float = 0.0) -> str | None:
-    """The newest ``<reports>/<cluster>/<stamp>/gate`` written at or after ``since``."""
+def brief_cluster_name(inventory: str, brief: str | None = None) -> str | None:
+    """cluster.name of the run's brief (--brief, $GPUFLEET_BRIEF, else brief.yml beside the inventory)."""
+    path = brief or os.environ.get("GPUFLEET_BRIEF") or ""
+    if not path:
+        inv = os.path.abspath(inventory)
+        path = os.path.join(inv if os.path.isdir(inv) else os.path.dirname(inv), "brief.yml")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            name = ((yaml.safe_load(fh) or {}).get("cluster") or {}).get("name")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    return name if isinstance(name, str) and name and "/" not in name else None
+
+
+def latest_gate_dir(reports: str, since: float = 0.0, cluster: str | None = None) -> str | None:
+    """The newest ``<reports>/<cluster>/<stamp>/gate`` written at or after ``since`` (any cluster when None)."""
     found = []
-    for gate in glob.glob(os.path.join(reports, "*", "*", "gate")):
+    for gate in glob.glob(os.path.join(reports, cluster or "*", "*", "gate")):
         mtime = os.path.getmtime(gate)
         if mtime >= since - 1:
             found.append((mtime, gate))
     return max(found)[1] if found else None
 
 
-def acceptance_line(reports: str, since: float = 0.0) -> str | None:
-    """The verdict and where the newest acceptance report written since ``since`` is."""
+def acceptance_line(reports: str, since: float = 0.0, cluster: str | None = None) -> str | None:
+    """The verdict and where the newest acceptance report written since ``since`` is (any cluster when None)."""
     found = [
         (os.path.getmtime(p), p)
-        for p in glob.glob(os.path.join(reports, "*", "*", "acceptance.json"))
+        for p in glob.glob(os.path.join(reports, cluster or "*", "*", "acceptance.json"))
         if os.path.getmtime(p) >= since - 1
     ]
     if not found:

@@ -73,3 +73,26 @@ def test_acceptance_line_sums_up_storage_and_workload(tmp_path):
     report["workload"] = {"skipped": "check mode: no job submitted"}
     (run / "acceptance.json").write_text(json.dumps(report))
     assert acceptance_line(str(tmp_path)).endswith("; workload: not run (check mode: no job submitted)")
+
+
+def test_only_this_clusters_gate_and_acceptance(tmp_path, monkeypatch):
+    """Another inventory's run writing its reports meanwhile is not shown as this run's."""
+    import json
+
+    from gpufleet_cli.cmd_provision import acceptance_line, brief_cluster_name
+
+    for cluster in ("lab", "stack-test"):
+        gate = tmp_path / "reports" / cluster / "20261130T000000Z" / "gate"
+        gate.mkdir(parents=True)
+        (gate.parent / "acceptance.json").write_text(json.dumps({"verdict": "pass" if cluster == "lab" else "fail"}))
+    reports = str(tmp_path / "reports")
+    assert latest_gate_dir(reports, cluster="lab").endswith("/lab/20261130T000000Z/gate")
+    assert latest_gate_dir(reports, cluster="stack-test").endswith("/stack-test/20261130T000000Z/gate")
+    assert "NCCL acceptance: PASS" in acceptance_line(reports, cluster="lab")
+    assert "NCCL acceptance: FAIL" in acceptance_line(reports, cluster="stack-test")
+    monkeypatch.delenv("GPUFLEET_BRIEF", raising=False)
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "brief.yml").write_text("cluster:\n  name: lab\n")
+    assert brief_cluster_name(str(inv)) == "lab"
+    assert brief_cluster_name(str(inv), brief=str(tmp_path / "missing.yml")) is None
