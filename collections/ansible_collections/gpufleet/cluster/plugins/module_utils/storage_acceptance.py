@@ -431,25 +431,6 @@ def not_tested(expected: Sequence[str], records: Sequence[Mapping]) -> list[dict
     ]
 
 
-def summary_rows(records: Sequence[Mapping]) -> list[list]:
-    """Report rows: host, what, path, status, write GB/s, read GB/s, note (one per target, then the checkpoint)."""
-    rows: list[list] = []
-    for rec in records:
-        for t in rec.get("targets") or []:
-            rows.append(
-                [
-                    rec.get("host"),
-                    t.get("kind") if t.get("kind") == "scratch" else f"shared[{t.get('index', 0)}]",
-                    t.get("path"),
-                    t.get("status"),
-                    (t.get("write") or {}).get("gbps"),
-                    (t.get("read") or {}).get("gbps"),
-                    t.get("note"),
-                ]
-            )
-    return rows
-
-
 __all__ = [
     "FLOOR_KEYS",
     "checkpoint_roundtrip",
@@ -458,5 +439,4 @@ __all__ = [
     "not_tested",
     "parse_fio",
     "size_bytes",
-    "summary_rows",
 ]
