@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+from unittest.mock import patch
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
 
 class ExitJson(Exception):
     pass
@@ -17,3 +23,14 @@ def exit_json(self, **kwargs):
 
 def fail_json(self, **kwargs):
     raise FailJson(kwargs)
+
+
+@contextlib.contextmanager
+def module_args(args: dict):
+    """Give a module's main() these arguments, with exit_json / fail_json raising ExitJson / FailJson."""
+    with (
+        patch_module_args(args),
+        patch.object(basic.AnsibleModule, "exit_json", exit_json),
+        patch.object(basic.AnsibleModule, "fail_json", fail_json),
+    ):
+        yield

@@ -12,7 +12,6 @@ from unittest.mock import patch
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.cluster.plugins.filter.storage_acceptance import (
     storage_evaluate,
     storage_not_tested,
@@ -20,9 +19,7 @@ from ansible_collections.gpufleet.cluster.plugins.filter.storage_acceptance impo
 from ansible_collections.gpufleet.cluster.plugins.module_utils import storage_acceptance as sa
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import build_report, render_markdown
 from ansible_collections.gpufleet.cluster.plugins.modules import acceptance_report, storage_bench
-from module_helpers import ExitJson, FailJson
-from module_helpers import exit_json as _exit_json
-from module_helpers import fail_json as _fail_json
+from module_helpers import ExitJson, FailJson, module_args
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIO = os.path.join(HERE, "fixtures", "fio")
@@ -274,11 +271,7 @@ def test_filters():
 
 
 def run_module(args: dict, run_command=None) -> dict:
-    with (
-        patch_module_args(args),
-        patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-    ):
+    with module_args(args):
         if run_command is not None:
 
             def bound(self, argv, check_rc=False):
@@ -468,12 +461,7 @@ def test_report_storage_section_and_verdict(tmp_path):
 
 
 def run_report(args: dict) -> dict:
-    with (
-        patch_module_args(args),
-        patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        pytest.raises(ExitJson) as exc,
-    ):
+    with module_args(args), pytest.raises(ExitJson) as exc:
         acceptance_report.main()
     return exc.value.args[0]
 
