@@ -15,6 +15,8 @@ description:
     the fabric interfaces; nothing forwarded out of or into the fabric; optional egress allow-list.
   - C(interfaces_in_networks) takes gathered C(ansible_facts) and a list of CIDRs and returns the interfaces whose
     IPv4 address lies in one of them (the fabric interfaces of a host).
+  - C(address_in_networks) takes an address and a list of CIDRs and says whether the address lies in one
+    of them (false for anything that is not an address).
   - C(firewall_violations) lists every problem of a spec at once (host, field, expected and found), in
     gpufleet's violation shape; C(firewall_nft) fails with all of them.
   - C(firewall_expected) is the summary (chain policies, sets, rules) of the table the script loads;
@@ -112,4 +114,5 @@ class FilterModule:
             "firewall_violations": firewall_violations,
             "nft_table_summary": nft_table_summary,
             "interfaces_in_networks": _fw.interfaces_in_networks,
+            "address_in_networks": _fw.address_in_networks,
         }

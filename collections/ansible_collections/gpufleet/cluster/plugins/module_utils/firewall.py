@@ -205,6 +205,25 @@ def interfaces_in_networks(facts: Any, cidrs: Any) -> list[str]:
     return sorted(found)
 
 
+def address_in_networks(address: Any, cidrs: Any) -> bool:
+    """Whether ``address`` (an IP address) lies in one of ``cidrs``; False for anything not an address.
+
+    Malformed CIDRs are skipped (the firewall's checks report them).
+    """
+    try:
+        ip = ipaddress.ip_address(str(address).strip())
+    except ValueError:
+        return False
+    for c in cidrs or []:
+        try:
+            net = ipaddress.ip_network(str(c), strict=False)
+        except ValueError:
+            continue
+        if ip.version == net.version and ip in net:
+            return True
+    return False
+
+
 def firewall_violations(spec: Any) -> list[dict]:
     """Every problem of a firewall spec, at once; empty when it can be rendered."""
     out: list[dict] = []

@@ -258,6 +258,7 @@ def test_filters_map():
         "firewall_violations",
         "nft_table_summary",
         "interfaces_in_networks",
+        "address_in_networks",
     }
     assert FILTERS["firewall_expected"](SPEC) == fw.firewall_expected(SPEC)
     assert FILTERS["firewall_violations"](spec(forward_policy="x"))[0]["code"] == "FIREWALL_POLICY_INVALID"
@@ -290,3 +291,24 @@ def test_interfaces_in_networks_finds_the_rail_interfaces_only():
     assert fw.interfaces_in_networks(facts, rails) == ["br.10", "ib0", "ib1"]
     assert fw.interfaces_in_networks(facts, []) == []
     assert fw.interfaces_in_networks(None, rails) == []
+
+
+@pytest.mark.parametrize(
+    ("address", "cidrs", "expected"),
+    [
+        ("10.250.10.1", ["10.250.10.0/24"], True),
+        ("10.250.11.1", ["10.250.10.0/24"], False),
+        ("10.250.11.1", ["10.250.10.0/24", "10.250.11.0/28"], True),
+        (" 10.250.10.1 ", ["10.250.10.0/24"], True),
+        ("fd00::5", ["10.0.0.0/8", "fd00::/64"], True),
+        ("10.0.0.1", ["fd00::/64"], False),
+        ("10.0.0.1", ["not-a-cidr", "10.0.0.0/8"], True),
+        ("", ["0.0.0.0/0"], False),
+        ("host.example", ["0.0.0.0/0"], False),
+        ("10.0.0.1", [], False),
+        ("10.0.0.1", None, False),
+    ],
+)
+def test_address_in_networks(address, cidrs, expected):
+    assert fw.address_in_networks(address, cidrs) is expected
+    assert FILTERS["address_in_networks"](address, cidrs) is expected
