@@ -5,6 +5,8 @@
 # instead of a fresh ssh exec + module upload + interpreter start per task. On the lab (2 cores,
 # three hosts), a no-op re-run of site.yml's install stages went from 570 s to 231 s with the same
 # 0 changed (README, Benchmarks). Task order, results, check mode and diffs are linear's.
+# Like gpufleet.cluster.linear, it imports the collection's filters in the controller before the
+# workers fork (module_utils/preload.py).
 # Opt out for one run with ANSIBLE_STRATEGY=linear (the strategy is not a variable: -e cannot set it),
 # e.g. to rule Mitogen out while debugging a connection problem. Mitogen's own debug log (which
 # holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1, never from -vvv alone.
@@ -22,38 +24,10 @@ description:
 author: gpufleet
 """
 
-import importlib
 import logging
 import os
-import pkgutil
 
-# The collection's Jinja plugins, imported once in the controller before the workers fork.
-_PRELOAD_PACKAGES = (
-    "ansible_collections.gpufleet.cluster.plugins.filter",
-    "ansible_collections.gpufleet.cluster.plugins.test",
-)
-
-
-def _preload_jinja_plugins():
-    """Import the collection's filter and test plugins (and the module_utils they use) in the controller.
-
-    Ansible forks a worker per task and host, and a worker that templates any gpufleet.cluster
-    filter imports every filter file of the collection (it cannot tell from the name which file
-    holds it), with netaddr and the acceptance and preflight helpers behind them: about 0.3 s per
-    host per task on the lab. Imported here, before the first fork, each worker inherits them.
-    A plugin that fails to import is left to Ansible, which reports it where it is used.
-    """
-    for package_name in _PRELOAD_PACKAGES:
-        try:
-            package = importlib.import_module(package_name)
-        except ImportError:
-            continue
-        for info in pkgutil.iter_modules(package.__path__):
-            try:
-                importlib.import_module(f"{package_name}.{info.name}")
-            except Exception:  # Ansible reports a broken plugin where it is used
-                continue
-
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preload import preload_jinja_plugins
 
 try:
     import ansible_mitogen.loaders
@@ -81,7 +55,7 @@ try:
         """Mitogen's linear strategy."""
 
         def __init__(self, *args, **kwargs):
-            _preload_jinja_plugins()
+            preload_jinja_plugins()
             super().__init__(*args, **kwargs)
 
 except ImportError:  # pragma: no cover - depends on what is installed
@@ -93,5 +67,5 @@ except ImportError:  # pragma: no cover - depends on what is installed
 
         def __init__(self, tqm):
             Display().warning("gpufleet.cluster.mitogen_linear: mitogen is not installed, using the linear strategy")
-            _preload_jinja_plugins()
+            preload_jinja_plugins()
             super().__init__(tqm)

@@ -1,0 +1,26 @@
+# gpufleet.cluster.linear: Ansible's linear strategy, with the collection's filter plugins imported in
+# the controller before the workers fork (module_utils/preload.py): every worker that templates a
+# gpufleet filter otherwise imports all of them again, ~1 s per task on three hosts.
+# Molecule runs it (.config/molecule/config.yml): Molecule's podman create playbook hangs under
+# Mitogen, so the scenarios cannot use gpufleet.cluster.mitogen_linear, ansible.cfg's strategy.
+from __future__ import annotations
+
+DOCUMENTATION = """
+name: linear
+short_description: Ansible's linear strategy with gpufleet's filter plugins loaded once in the controller
+description:
+  - Runs plays exactly as C(ansible.builtin.linear); before the first task, imports the collection's filter
+    and test plugins in the controller so that the forked workers inherit them.
+author: gpufleet
+"""
+
+from ansible.plugins.strategy.linear import StrategyModule as _Linear
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preload import preload_jinja_plugins
+
+
+class StrategyModule(_Linear):
+    """ansible.builtin.linear, the collection's Jinja plugins preloaded."""
+
+    def __init__(self, tqm):
+        preload_jinja_plugins()
+        super().__init__(tqm)
