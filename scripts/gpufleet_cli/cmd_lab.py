@@ -15,6 +15,8 @@ from .common import EXIT_FAILED, ROOT, CliError
 
 SCENARIO = "cluster"
 LAB_HOSTS = ("lab-ctl01", "lab-gpu01", "lab-gpu02")
+# ansible.cfg's fact_caching_connection, relative to the repository (runs start there).
+FACT_CACHE = os.path.join(ROOT, ".cache", "facts")
 
 
 def register(sub) -> None:
@@ -24,7 +26,8 @@ def register(sub) -> None:
         description=(
             "The lab: three podman containers (lab-ctl01, lab-gpu01, lab-gpu02) with GPU and NIC "
             "test doubles, matching inventories/lab. `up` builds what is missing (test bed, image), "
-            "creates and prepares them; `down` destroys them; `status` lists them."
+            "creates and prepares them; `down` destroys them; `status` lists them. `up` and `down` forget "
+            "the lab hosts' cached facts (.cache/facts)."
         ),
     )
     p.add_argument(
@@ -50,6 +53,24 @@ def _run(cmd: list[str]) -> int:
         raise CliError(f"{cmd[0]} not found: run `make venv` (and scripts/testbed) first") from exc
 
 
+def forget_facts(cache_dir: str | None = None, hosts: tuple[str, ...] = LAB_HOSTS) -> list[str]:
+    """Remove the lab hosts' cached facts; return the hosts whose facts were removed.
+
+    A new lab is new hosts under the old names: with smart gathering, the first run would otherwise
+    believe the cached facts of the last lab (its packages, its rails' addresses) for up to the cache's
+    timeout (ansible.cfg).
+    """
+    removed = []
+    for host in hosts:
+        path = os.path.join(cache_dir or FACT_CACHE, host)
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            continue
+        removed.append(host)
+    return removed
+
+
 def _status() -> list[tuple[str, str]]:
     try:
         out = subprocess.run(
@@ -71,7 +92,10 @@ def run(args) -> int:
             print(f"{host:<12} {state}")
         return 0 if all(s.startswith("Up") for _, s in rows) else EXIT_FAILED
     if args.action == "down":
-        return 0 if _run(["molecule", "destroy", "-s", SCENARIO]) == 0 else EXIT_FAILED
+        rc = _run(["molecule", "destroy", "-s", SCENARIO])
+        forget_facts()
+        return 0 if rc == 0 else EXIT_FAILED
+    forget_facts()
     if _run([os.path.join(ROOT, "scripts", "testbed"), "all", "bookworm"]) != 0:
         return EXIT_FAILED
     for step in ("create", "prepare"):

@@ -1,0 +1,44 @@
+"""gpufleet lab: a new lab does not inherit the last lab's cached facts."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from gpufleet_cli import cmd_lab
+
+
+def test_forget_facts_removes_only_the_lab_hosts(tmp_path):
+    for name in ("lab-ctl01", "lab-gpu02", "stack-deb12"):
+        (tmp_path / name).write_text("{}")
+    assert cmd_lab.forget_facts(str(tmp_path)) == ["lab-ctl01", "lab-gpu02"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stack-deb12"]
+    assert cmd_lab.forget_facts(str(tmp_path)) == []
+    assert cmd_lab.forget_facts(str(tmp_path / "absent")) == []
+
+
+def _fake_lab(monkeypatch, tmp_path, rc=0):
+    calls = []
+    monkeypatch.setattr(cmd_lab, "FACT_CACHE", str(tmp_path))
+
+    def fake_run(cmd):
+        # The facts are gone before Molecule creates the hosts.
+        calls.append((cmd, sorted(p.name for p in tmp_path.iterdir())))
+        return rc
+
+    monkeypatch.setattr(cmd_lab, "_run", fake_run)
+    (tmp_path / "lab-gpu01").write_text("{}")
+    return calls
+
+
+def test_up_forgets_the_facts_before_creating(monkeypatch, tmp_path):
+    calls = _fake_lab(monkeypatch, tmp_path)
+    assert cmd_lab.run(SimpleNamespace(action="up")) == 0
+    assert [c[0][1:3] for c in calls if c[0][0] == "molecule"] == [["create", "-s"], ["prepare", "-s"]]
+    assert all(files == [] for _, files in calls)
+
+
+def test_down_forgets_the_facts_even_when_destroy_fails(monkeypatch, tmp_path):
+    calls = _fake_lab(monkeypatch, tmp_path, rc=1)
+    assert cmd_lab.run(SimpleNamespace(action="down")) == cmd_lab.EXIT_FAILED
+    assert calls[0][0][:2] == ["molecule", "destroy"]
+    assert list(tmp_path.iterdir()) == []
