@@ -313,6 +313,8 @@ for v in "${k8s_versions[@]}"; do
   pkg "kubernetes/v$k8s_minor/deb" kubeadm "$dv" "cri-tools (>= 1.30.0)"
   put "kubectl-$dv" "$stack/k8s/kubectl" /usr/bin/kubectl 0755
   k8s_lib "kubectl-$dv" kubectl "$v"
+  # An MPIJob's launcher runs the production image's nccl-tests: the all_reduce_perf double (bin/).
+  put "kubectl-$dv" "$here/bin/all_reduce_perf" /usr/lib/gpufleet-doubles/k8s-kubectl/all_reduce_perf 0755
   pkg "kubernetes/v$k8s_minor/deb" kubectl "$dv" ""
   put "kubelet-$dv" "$stack/k8s/kubelet" /usr/bin/kubelet 0755 "K8S_VERSION=$v"
   put "kubelet-$dv" "$stack/k8s/kube-apiserver" /usr/bin/kube-apiserver-double 0755

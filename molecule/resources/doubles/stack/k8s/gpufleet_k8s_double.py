@@ -55,8 +55,28 @@ def fail(tool, message, code=1):
 
 
 def load_docs(path):
+    """The YAML documents of a file, or of standard input for ``-`` (kubectl's ``-f -``)."""
+    if path == "-":
+        return [d for d in yaml.safe_load_all(sys.stdin.read()) if d]
     with open(path, encoding="utf-8") as fh:
         return [d for d in yaml.safe_load_all(fh) if d]
+
+
+def selector_matches(selector, labels):
+    """kubectl's equality-based label selector (``a=b,c=d``, ``a!=b``, ``a``) against a label dict."""
+    labels = labels or {}
+    for term in [t.strip() for t in (selector or "").split(",") if t.strip()]:
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k.strip()) == v.strip():
+                return False
+        elif "=" in term:
+            k, v = term.replace("==", "=").split("=", 1)
+            if labels.get(k.strip()) != v.strip():
+                return False
+        elif term not in labels:
+            return False
+    return True
 
 
 def server_of(kubeconfig):

@@ -1,0 +1,210 @@
+"""The kubectl test double's MPIJob path (molecule/resources/doubles/stack/k8s/kubectl): it places
+the workers as the scheduler would and runs the all_reduce_perf double as the launcher, whose log
+our parser reads back. The API server stand-in is replaced by an in-memory store."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s
+from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_debug as nd
+from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_tests as nt
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S_DOUBLES = ROOT / "molecule/resources/doubles/stack/k8s"
+PROFILES = ROOT / "molecule/resources/profiles"
+BRIEF = ROOT / "molecule/gpu_stack/vars/brief.yml"
+ARGV = ["/opt/nccl-tests/bin/all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-n", "20", "-w", "5"]
+IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+RESERVED = {"key": "gpufleet.io/reserved", "value": "training", "effect": "NoSchedule"}
+
+
+def load_kubectl():
+    sys.path.insert(0, str(K8S_DOUBLES))
+    loader = importlib.machinery.SourceFileLoader("gpufleet_kubectl_double", str(K8S_DOUBLES / "kubectl"))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """Nodes of the gpu_stack scenario (two H100, one L40S, the control plane) in a store that
+    plays the API server; the nodes' profiles as the prepare step installs them."""
+    kubectl = load_kubectl()
+    store: dict[tuple, dict] = {}
+
+    def key(obj):
+        return kubectl.d.key_of(obj)
+
+    def put(_srv, obj):
+        created = key(obj) not in store
+        store[key(obj)] = json.loads(json.dumps(obj))
+        return created
+
+    def get(_srv, kind, ns, name, selector=None):
+        if name:
+            return store[(kind, "" if kind in kubectl.d.CLUSTER_SCOPED else ns, name)]
+        items = [o for k, o in sorted(store.items()) if k[0] == kind and (not ns or k[1] == ns)]
+        items = [o for o in items if kubectl.d.selector_matches(selector, o["metadata"].get("labels"))]
+        return {"kind": "List", "items": items}
+
+    def call(_srv, _method, path, _body=None):
+        return 404, {}
+
+    peers = tmp_path / "peers"
+    peers.mkdir()
+    nodes = {
+        "stack-deb12": ("stack-h100-roce", {"gpufleet.io/pool": "stack-h100"}, [RESERVED, GPU_TAINT]),
+        "stack-deb12b": ("stack-h100-roce", {"gpufleet.io/pool": "stack-h100"}, [RESERVED, GPU_TAINT]),
+        "stack-deb13": ("stack-l40s-pcie", {"gpufleet.io/pool": "stack-l40s"}, [GPU_TAINT]),
+        "k8s-cp01": (None, {}, [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]),
+    }
+    for name, (profile, labels, taints) in nodes.items():
+        if profile:
+            (peers / f"{name}.json").write_text((PROFILES / f"{profile}.json").read_text())
+        put(
+            None,
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+                "spec": {"taints": taints},
+            },
+        )
+    monkeypatch.setattr(kubectl, "put", put)
+    monkeypatch.setattr(kubectl, "get", get)
+    monkeypatch.setattr(kubectl.d, "call", call)
+    monkeypatch.setattr(kubectl, "PEERS_DIR", str(peers))
+    monkeypatch.setattr(kubectl, "LOGS_DIR", str(tmp_path / "logs"))
+    monkeypatch.setattr(
+        kubectl, "IMAGE_PROGRAMS", {"all_reduce_perf": str(ROOT / "molecule/resources/doubles/bin/all_reduce_perf")}
+    )
+    return kubectl, store
+
+
+def mpijob(name="acc", hostnames=("stack-deb12", "stack-deb12b"), **kw):
+    brief = yaml.safe_load(BRIEF.read_text())
+    return k8s.mpijob(
+        brief,
+        "stack-h100",
+        len(hostnames),
+        IMAGE,
+        ARGV,
+        name=name,
+        env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"},
+        mpirun_args=["--allow-run-as-root"],
+        hostnames=list(hostnames),
+        **kw,
+    )
+
+
+def create(kubectl, store, job):
+    job["metadata"].setdefault("namespace", "gpufleet")
+    kubectl.put(None, job)
+    return kubectl.run_mpijob(None, store[kubectl.d.key_of(job)])
+
+
+def conditions(store, job):
+    stored = store[("MPIJob", "gpufleet", job["metadata"]["name"])]
+    return {c["type"]: c["status"] for c in stored["status"]["conditions"]}
+
+
+def test_mpijob_runs_on_the_pool_nodes_and_its_log_parses(cluster):
+    kubectl, store = cluster
+    job = mpijob()
+    record = create(kubectl, store, job)
+    assert record["pending"] == {} and record["rc"] == 0
+    assert sorted(record["workers"].values()) == ["stack-deb12", "stack-deb12b"]
+    assert conditions(store, job)["Succeeded"] == "True"
+    launcher = kubectl.get(None, "Pod", "gpufleet", None, "training.kubeflow.org/job-role=launcher")["items"]
+    assert [p["status"]["phase"] for p in launcher] == ["Succeeded"]
+    log = kubectl.pod_log(launcher[0])
+    (run,) = nt.parse(log)[0]
+    # nccl-tests in a pod prints the pod's host name; the acceptance role maps them back to nodes
+    assert run["hosts"] == ["acc-worker-0", "acc-worker-1"] and run["ranks"] == 16
+    profile = json.loads((PROFILES / "stack-h100-roce.json").read_text())
+    assert nt.busbw_at_largest(run) == pytest.approx(profile["net_busbw_gbps"], rel=0.01)
+    debug = nd.parse_debug(log)
+    assert debug is not None and debug["network"] == "IB" and debug["gdr"]
+
+
+def test_mpijob_without_the_pool_tolerations_stays_pending(cluster):
+    kubectl, store = cluster
+    job = mpijob("notol")
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["tolerations"] = []
+    record = create(kubectl, store, job)
+    assert record["workers"] == {} and "rc" not in record
+    assert all("untolerated taint {gpufleet.io/reserved: training}" in why for why in record["pending"].values())
+    assert "Succeeded" not in conditions(store, job)
+    assert kubectl.wait(None, {"--for": "condition=Succeeded"}, ["mpijob/notol"], "gpufleet") == 1
+
+
+def test_cordoned_node_takes_no_worker(cluster):
+    kubectl, store = cluster
+    store[("Node", "", "stack-deb12b")]["spec"]["unschedulable"] = True
+    record = create(kubectl, store, mpijob("cordoned"))
+    assert list(record["workers"].values()) == ["stack-deb12"]
+    assert list(record["pending"].values()) == [
+        # stack-deb12 already holds the other worker's 8 GPUs
+        "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, "
+        "2 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable."
+    ]
+
+
+def test_too_few_gpus_for_the_ranks_fails_the_launcher(cluster):
+    kubectl, store = cluster
+    job = mpijob("fewgpus")
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "nvidia.com/gpu"
+    ] = 4
+    record = create(kubectl, store, job)
+    assert record["rc"] != 0 and conditions(store, job)["Failed"] == "True"
+    launcher = kubectl.get(
+        None, "Pod", "gpufleet", None, "training.kubeflow.org/job-name=fewgpus,training.kubeflow.org/job-role=launcher"
+    )
+    assert "Invalid number of GPUs" in kubectl.pod_log(launcher["items"][0])
+
+
+def test_more_gpus_than_the_node_has_is_insufficient(cluster):
+    kubectl, store = cluster
+    job = mpijob("toomany")
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "nvidia.com/gpu"
+    ] = 16
+    record = create(kubectl, store, job)
+    assert record["workers"] == {}
+    assert all("Insufficient nvidia.com/gpu" in why for why in record["pending"].values())
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "tolerated"),
+    [
+        ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}], True),
+        ([{"operator": "Exists"}], True),
+        ([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}], True),
+        ([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "absent", "effect": "NoSchedule"}], False),
+        ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}], False),
+        ([], False),
+    ],
+)
+def test_tolerations_follow_the_scheduler(cluster, tolerations, tolerated):
+    kubectl, _ = cluster
+    assert kubectl.tolerates(tolerations, GPU_TAINT) is tolerated
+
+
+def test_mpirun_command_needs_the_image_program_and_ranks(cluster):
+    kubectl, _ = cluster
+    assert kubectl.mpirun_command({"command": ["mpirun"], "args": ["-np", "4", "-x", "A", *ARGV]})[2:] == (4, ["A"])
+    with pytest.raises(ValueError, match="unable to find"):
+        kubectl.mpirun_command({"command": ["mpirun"], "args": ["-np", "4", "/bin/true"]})
+    with pytest.raises(ValueError, match="-np"):
+        kubectl.mpirun_command({"command": ["mpirun"], "args": ARGV})
