@@ -160,12 +160,18 @@ def test_cordoned_node_takes_no_worker(cluster):
     ]
 
 
-def test_too_few_gpus_for_the_ranks_fails_the_launcher(cluster):
-    kubectl, store = cluster
-    job = mpijob("fewgpus")
+def mpijob_asking_gpus(name, gpus):
+    """An MPIJob whose workers ask for ``gpus`` GPUs each."""
+    job = mpijob(name)
     job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"][
         "nvidia.com/gpu"
-    ] = 4
+    ] = gpus
+    return job
+
+
+def test_too_few_gpus_for_the_ranks_fails_the_launcher(cluster):
+    kubectl, store = cluster
+    job = mpijob_asking_gpus("fewgpus", 4)
     record = create(kubectl, store, job)
     assert record["rc"] != 0 and conditions(store, job)["Failed"] == "True"
     launcher = kubectl.get(
@@ -176,10 +182,7 @@ def test_too_few_gpus_for_the_ranks_fails_the_launcher(cluster):
 
 def test_more_gpus_than_the_node_has_is_insufficient(cluster):
     kubectl, store = cluster
-    job = mpijob("toomany")
-    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"][
-        "nvidia.com/gpu"
-    ] = 16
+    job = mpijob_asking_gpus("toomany", 16)
     record = create(kubectl, store, job)
     assert record["workers"] == {}
     assert all("Insufficient nvidia.com/gpu" in why for why in record["pending"].values())
