@@ -177,6 +177,17 @@ def _ports(host: str, field: str, entries: Any, out: list[dict], need_dest: bool
     return ports
 
 
+def _parsed_networks(cidrs: Any) -> list:
+    """The networks of ``cidrs`` that parse (the firewall's checks report the others)."""
+    nets = []
+    for c in cidrs or []:
+        try:
+            nets.append(ipaddress.ip_network(str(c), strict=False))
+        except ValueError:
+            continue
+    return nets
+
+
 def interfaces_in_networks(facts: Any, cidrs: Any) -> list[str]:
     """The interfaces (gathered ``ansible_facts``) whose IPv4 address lies in one of ``cidrs``, sorted.
 
@@ -184,12 +195,7 @@ def interfaces_in_networks(facts: Any, cidrs: Any) -> list[str]:
     """
     if not isinstance(facts, dict) or not cidrs:
         return []
-    nets = []
-    for c in cidrs:
-        try:
-            nets.append(ipaddress.ip_network(str(c), strict=False))
-        except ValueError:
-            continue
+    nets = _parsed_networks(cidrs)
     found = []
     for name in facts.get("interfaces") or []:
         info = facts.get(str(name).replace("-", "_").replace(".", "_")) or {}
@@ -214,14 +220,7 @@ def address_in_networks(address: Any, cidrs: Any) -> bool:
         ip = ipaddress.ip_address(str(address).strip())
     except ValueError:
         return False
-    for c in cidrs or []:
-        try:
-            net = ipaddress.ip_network(str(c), strict=False)
-        except ValueError:
-            continue
-        if ip.version == net.version and ip in net:
-            return True
-    return False
+    return any(ip.version == n.version and ip in n for n in _parsed_networks(cidrs))
 
 
 def firewall_violations(spec: Any) -> list[dict]:
