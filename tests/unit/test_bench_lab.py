@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -125,3 +126,48 @@ def test_failed_run_exit_1(monkeypatch, capsys):
     monkeypatch.setattr(bench, "provision", lambda inv: (1, 5.0, "boom\n"))
     assert bench.main([]) == 1
     assert "first converge: provision exited 1 without a summary" in capsys.readouterr().out
+
+
+def _event(kind: str, second: float, **data) -> dict:
+    return {"event": kind, "created": f"2026-11-30T10:00:{second:09.6f}+00:00", "event_data": data}
+
+
+def test_slowest_tasks_sums_a_role_task_over_plays_and_counts_play_starts():
+    events = [
+        _event("playbook_on_play_start", 0.0, play="Base OS"),
+        _event("playbook_on_task_start", 0.5, task="Read the topology brief", role="brief"),
+        _event("runner_on_ok", 0.9, task="Read the topology brief", role="brief", host="lab-gpu01"),
+        _event("playbook_on_task_start", 1.0, task="Install fio", role="acceptance"),
+        _event("playbook_on_play_start", 5.0, play="Slurm"),
+        _event("playbook_on_task_start", 5.25, task="Read the topology brief", role="brief"),
+        _event("playbook_on_task_start", 6.0, task="a task without a role"),
+        _event("playbook_on_stats", 6.5),
+    ]
+    rows = bench.slowest_tasks(events, top=3)
+    assert rows == [
+        (4.0, 1, "acceptance : Install fio"),
+        (1.25, 2, "brief : Read the topology brief"),
+        (0.5, 1, "(play start) Base OS"),
+    ]
+    assert bench.slowest_tasks(events, top=10)[-1] == (0.25, 1, "(play start) Slurm")
+
+
+def test_rerun_slowest_tasks_read_from_the_events_beside_the_log(monkeypatch, capsys, tmp_path):
+    events_dir = tmp_path / "job_events"
+    events_dir.mkdir()
+    for i, event in enumerate(
+        [
+            _event("playbook_on_task_start", 1.0, task="Let the workload run", role="acceptance"),
+            _event("playbook_on_stats", 16.0),
+        ]
+    ):
+        (events_dir / f"{i}-x.json").write_text(json.dumps(event))
+    (events_dir / "9-broken.json").write_text("{not json")
+    log = str(tmp_path / "stdout")
+    rerun = canned_summary(0, PHASES).replace("/tmp/x/stdout", log)
+    outputs = iter([(0, 90.0, canned_summary(25, PHASES)), (0, 20.0, rerun)])
+    monkeypatch.setattr(bench, "lab_up", lambda: True)
+    monkeypatch.setattr(bench, "provision", lambda inv: next(outputs))
+    assert bench.main([]) == 0
+    out = capsys.readouterr().out
+    assert "slowest tasks of the re-run (s, times run)\n     15.0    1x  acceptance : Let the workload run" in out
