@@ -1,8 +1,8 @@
 # gpufleet.cluster.linear: Ansible's linear strategy, with the collection's filter plugins imported in
 # the controller before the workers fork (module_utils/preload.py): every worker that templates a
 # gpufleet filter otherwise imports all of them again, ~1 s per task on three hosts.
-# Molecule runs it (.config/molecule/config.yml): Molecule's podman create playbook hangs under
-# Mitogen, so the scenarios cannot use gpufleet.cluster.mitogen_linear, ansible.cfg's strategy.
+# For playbooks that Mitogen cannot run (fire-and-forget async, wait_for_connection: see
+# mitogen_linear.py); ansible.cfg and Molecule use gpufleet.cluster.mitogen_linear.
 from __future__ import annotations
 
 DOCUMENTATION = """

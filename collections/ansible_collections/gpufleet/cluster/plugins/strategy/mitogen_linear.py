@@ -11,8 +11,11 @@
 # e.g. to rule Mitogen out while debugging a connection problem. Mitogen's own debug log (which
 # holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1, never from -vvv alone.
 # Not for playbooks with fire-and-forget async tasks (poll: 0 + async_status): under Mitogen 0.3.29
-# their jobs never finished (Molecule's podman create playbook hung), so Molecule runs linear
-# (.config/molecule/config.yml). gpufleet's roles and playbooks have no async task.
+# their jobs never finished (Molecule's podman create playbook hung; the scenarios use gpufleet's own
+# create playbook and start background jobs with systemd-run). Nor wait_for_connection: it resets the
+# connection before each attempt, and every call after a reset fails ("Broker ... exitted"; the
+# scenarios' prepare waits for sshd from the controller, then pings). Molecule runs this strategy
+# (.config/molecule/config.yml). gpufleet's roles and playbooks have neither.
 from __future__ import annotations
 
 DOCUMENTATION = """
