@@ -27,7 +27,9 @@ def register(sub) -> None:
             "The lab: three podman containers (lab-ctl01, lab-gpu01, lab-gpu02) with GPU and NIC "
             "test doubles, matching inventories/lab. `up` builds what is missing (test bed, image), "
             "creates and prepares them; `down` destroys them; `status` lists them. `up` and `down` forget "
-            "the lab hosts' cached facts (.cache/facts)."
+            "the lab hosts' cached facts (.cache/facts). The hosts run the test-host image of "
+            "GPUFLEET_TEST_SUITE (default bookworm: Debian's packages the roles install are in it already; "
+            "bookworm-bare: only downloaded, so a first provision installs them as on a fresh server)."
         ),
     )
     p.add_argument(
@@ -96,7 +98,8 @@ def run(args) -> int:
         forget_facts()
         return 0 if rc == 0 else EXIT_FAILED
     forget_facts()
-    if _run([os.path.join(ROOT, "scripts", "testbed"), "all", "bookworm"]) != 0:
+    suite = os.environ.get("GPUFLEET_TEST_SUITE", "bookworm")
+    if _run([os.path.join(ROOT, "scripts", "testbed"), "all", suite]) != 0:
         return EXIT_FAILED
     for step in ("create", "prepare"):
         if _run(["molecule", step, "-s", SCENARIO]) != 0:

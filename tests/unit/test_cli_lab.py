@@ -42,3 +42,17 @@ def test_down_forgets_the_facts_even_when_destroy_fails(monkeypatch, tmp_path):
     assert cmd_lab.run(SimpleNamespace(action="down")) == cmd_lab.EXIT_FAILED
     assert calls[0][0][:2] == ["molecule", "destroy"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_up_builds_the_image_of_the_suite_molecule_will_run(monkeypatch, tmp_path):
+    # Molecule's cluster platforms run localhost/gpufleet-testhost:${GPUFLEET_TEST_SUITE:-bookworm}:
+    # `lab up` must build that one (bookworm-bare for a first converge that installs everything).
+    for env, suite in ((None, "bookworm"), ("bookworm-bare", "bookworm-bare")):
+        if env is None:
+            monkeypatch.delenv("GPUFLEET_TEST_SUITE", raising=False)
+        else:
+            monkeypatch.setenv("GPUFLEET_TEST_SUITE", env)
+        calls = _fake_lab(monkeypatch, tmp_path)
+        assert cmd_lab.run(SimpleNamespace(action="up")) == 0
+        testbed = [c[0] for c in calls if c[0][0].endswith("scripts/testbed")]
+        assert testbed == [[testbed[0][0], "all", suite]]
