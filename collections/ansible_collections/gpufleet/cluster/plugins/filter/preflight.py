@@ -12,8 +12,10 @@ description:
     fabric, acceptance floors, tenants) and checks the inventory against it (pool and controller
     groups, host names, required addresses, each address in its network, no address used twice).
   - Returns every violation at once; an empty list means the inventory passes.
-  - Reads only C(ansible_host), C(bmc_ip), C(storage_ip) and C(fabric_ips) of each host, untemplated
-    (C(hostvars.raw_get)), so a value holding Jinja syntax is reported as a bad address, not run.
+  - Reads only the host variables the checks use (C(ansible_host), C(bmc_ip), C(storage_ip),
+    C(fabric_ips), C(kubernetes_node_version), C(storage_scratch_devices), C(storage_scratch_wipe),
+    C(acceptance_launcher), C(acceptance_container_image)), untemplated (C(hostvars.raw_get)), so a
+    value holding Jinja syntax is reported as a bad value or left to the role, never run.
   - The same core runs in C(scripts/gpufleet preflight); docs/preflight-checks.md lists the codes.
 options:
   _input:
@@ -61,7 +63,7 @@ _value:
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import HOST_VARS, check
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import READ_HOST_VARS, check
 
 
 def _plain(value, depth=0):
@@ -95,7 +97,7 @@ def _host_vars(hostvars, hosts):
         if not isinstance(data, Mapping):
             out[host] = {}
             continue
-        out[host] = {k: _plain(data[k]) for k in HOST_VARS if k in data}
+        out[host] = {k: _plain(data[k]) for k in READ_HOST_VARS if k in data}
     return out
 
 

@@ -63,6 +63,17 @@ K8S_KUBELET_SKEW = 3
 K8S_CNI_BLOCK_V4 = {"calico": 26}
 # Host variables that pin the Kubernetes packages per host (roles kubernetes_node / _control_plane).
 K8S_HOST_PINS = ("kubernetes_node_version",)
+# Every host variable the checks read (the preflight filter passes these, untemplated, and no
+# others): the addresses, the per-host Kubernetes pin, the scratch devices and the consent to wipe
+# them (storage_checks), and the acceptance launcher with its image as the first controller sees them.
+READ_HOST_VARS = (
+    *HOST_VARS,
+    *K8S_HOST_PINS,
+    "storage_scratch_devices",
+    "storage_scratch_wipe",
+    "acceptance_launcher",
+    "acceptance_container_image",
+)
 MAX_FABRIC_IPS_CHECKED = 64
 _IMPLICIT_HOSTS = frozenset({"localhost"})
 
@@ -199,6 +210,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     _check_fabric(ctx)
     _check_hosts(ctx)
     _check_acceptance(ctx)
+    _check_launcher(ctx)
     _check_tenants(ctx)
     _check_kubernetes(ctx)
     out.extend(storage_checks.check(clean, groups, hostvars))  # storage, acceptance.storage, cost (issue 13)
@@ -925,6 +937,62 @@ def _check_acceptance(ctx: Ctx) -> None:
             )
 
 
+LAUNCHERS = {"srun": "slurm", "mpirun": None, "mpijob": "kubernetes"}
+
+
+def _plain(value: Any) -> bool:
+    """A value the inventory or -e gives as it is: not a template preflight cannot resolve."""
+    return isinstance(value, str) and "{{" not in value and "{%" not in value
+
+
+def _check_launcher(ctx: Ctx) -> None:
+    """The acceptance launcher as the first controller (where acceptance launches the all-node runs)
+    sees it in the inventory or -e: one of srun / mpirun / mpijob, srun only with Slurm and mpijob
+    only with Kubernetes, and mpijob with the production image it runs (acceptance_container_image).
+    Unset, or a template, leaves the role's default (srun on Slurm, mpirun otherwise)."""
+    if not ctx.controllers:
+        return
+    host = ctx.controllers[0]
+    hv = ctx.hostvars.get(host) or {}
+    launcher = hv.get("acceptance_launcher")
+    if launcher is None or not _plain(launcher):
+        return
+    plane = ctx.brief["cluster"].get("control_plane")
+    if launcher not in LAUNCHERS:
+        ctx.out.append(
+            violation(
+                "ACCEPT_LAUNCHER_INVALID",
+                "acceptance_launcher",
+                f"expected one of {', '.join(LAUNCHERS)}, found {launcher!r}",
+                host=host,
+            )
+        )
+        return
+    needs = LAUNCHERS[launcher]
+    fits = "mpirun or mpijob" if plane == "kubernetes" else "srun or mpirun"
+    if needs is not None and plane != needs:
+        ctx.out.append(
+            violation(
+                "ACCEPT_LAUNCHER_PLANE",
+                "acceptance_launcher",
+                f"expected a launcher the brief's control plane runs ({fits} for cluster.control_plane {plane}), "
+                f"found {launcher} (needs {needs})",
+                host=host,
+            )
+        )
+    image = hv.get("acceptance_container_image")
+    if launcher == "mpijob" and (image is None or (_plain(image) and not image.strip())):
+        ctx.out.append(
+            violation(
+                "ACCEPT_IMAGE_MISSING",
+                "acceptance_container_image",
+                "expected the production image the MPIJob runs (nccl-tests and Open MPI in it) for "
+                f"acceptance_launcher mpijob, found {'none' if image is None else 'an empty string'}",
+                host=host,
+            )
+        )
+
+
 def multi_node_ceiling_gbps(
     nics: int, speed: float | None, acc: Accelerator | None, topo: Topology | None
 ) -> float | None:
@@ -1173,4 +1241,13 @@ def effective_brief(brief: Any) -> dict:
     return clean
 
 
-__all__ = ["HOST_VARS", "check", "effective_brief", "multi_node_ceiling_gbps", "parse_ip", "pool_floors", "size_bytes"]
+__all__ = [
+    "HOST_VARS",
+    "READ_HOST_VARS",
+    "check",
+    "effective_brief",
+    "multi_node_ceiling_gbps",
+    "parse_ip",
+    "pool_floors",
+    "size_bytes",
+]

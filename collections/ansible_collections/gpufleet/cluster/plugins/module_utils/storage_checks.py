@@ -114,7 +114,8 @@ def _check_scratch(brief: dict, groups, hostvars, out: list[dict]) -> None:
                 violation(
                     "STORAGE_SCRATCH_WIPE_INVALID",
                     "storage_scratch_wipe",
-                    f"expected true or false (consent to wipe the scratch devices), found {show(wipe)}",
+                    "expected true or false (consent to wipe the scratch devices: a YAML or JSON boolean, "
+                    f"e.g. -e '{{\"storage_scratch_wipe\": true}}', not a string), found {show(wipe)}",
                     host=host,
                 )
             )

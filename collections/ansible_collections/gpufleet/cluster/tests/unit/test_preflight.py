@@ -15,6 +15,13 @@ def brief_set(*pairs):
     return mutate
 
 
+def _hosts_set(host, **values):
+    def mutate(brief, groups, hostvars):
+        hostvars[host].update(values)
+
+    return mutate
+
+
 def host_set(host, key, value):
     def mutate(brief, groups, hostvars):
         if value is DELETE:
@@ -653,6 +660,49 @@ FAILING = [
         None,
         "acceptance.min_bytes",
     ),
+    # the acceptance launcher, as the first controller sees it (inventory or -e)
+    (
+        "launcher unknown",
+        "slurm",
+        host_set("ctl01", "acceptance_launcher", "pdsh"),
+        "ACCEPT_LAUNCHER_INVALID",
+        "ctl01",
+        "acceptance_launcher",
+    ),
+    (
+        "mpijob on slurm",
+        "slurm",
+        _hosts_set(
+            "ctl01", acceptance_launcher="mpijob", acceptance_container_image="nvcr.io/nvidia/pytorch:25.01-py3"
+        ),
+        "ACCEPT_LAUNCHER_PLANE",
+        "ctl01",
+        "acceptance_launcher",
+    ),
+    (
+        "srun on kubernetes",
+        "k8s",
+        host_set("cp01", "acceptance_launcher", "srun"),
+        "ACCEPT_LAUNCHER_PLANE",
+        "cp01",
+        "acceptance_launcher",
+    ),
+    (
+        "mpijob without an image",
+        "k8s",
+        host_set("cp01", "acceptance_launcher", "mpijob"),
+        "ACCEPT_IMAGE_MISSING",
+        "cp01",
+        "acceptance_container_image",
+    ),
+    (
+        "mpijob with an empty image",
+        "k8s",
+        _hosts_set("cp01", acceptance_launcher="mpijob", acceptance_container_image=" "),
+        "ACCEPT_IMAGE_MISSING",
+        "cp01",
+        "acceptance_container_image",
+    ),
     # tenants
     ("quota above GPUs", "slurm", brief_set(("tenants.0.gpus", 49)), "TENANT_QUOTA_EXCEEDS", None, "tenants"),
     ("tenant twice", "slurm", brief_set(("tenants.1.name", "research")), "TENANT_DUPLICATE", None, "tenants[1].name"),
@@ -690,6 +740,15 @@ def test_check_fails(site_name, mutate, code, host, field):
 PASSING = [
     ("slurm example", "slurm", brief_set()),
     ("k8s example", "k8s", brief_set()),
+    (
+        "mpijob with its image on kubernetes",
+        "k8s",
+        _hosts_set("cp01", acceptance_launcher="mpijob", acceptance_container_image="nvcr.io/nvidia/pytorch:25.01-py3"),
+    ),
+    ("mpirun on slurm", "slurm", host_set("ctl01", "acceptance_launcher", "mpirun")),
+    ("mpirun on kubernetes", "k8s", host_set("cp01", "acceptance_launcher", "mpirun")),
+    ("a launcher template is left to the role", "slurm", host_set("ctl01", "acceptance_launcher", "{{ my_launcher }}")),
+    ("mpijob on a controller other than the first", "k8s", host_set("cp02", "acceptance_launcher", "mpijob")),
     ("group_vars and host_vars", "gvars", brief_set(("tenants", []))),
     (
         "mig with a valid profile",
