@@ -940,7 +940,7 @@ def _check_acceptance(ctx: Ctx) -> None:
 LAUNCHERS = {"srun": "slurm", "mpirun": None, "mpijob": "kubernetes"}
 
 
-def _plain(value: Any) -> bool:
+def _literal(value: Any) -> bool:
     """A value the inventory or -e gives as it is: not a template preflight cannot resolve."""
     return isinstance(value, str) and "{{" not in value and "{%" not in value
 
@@ -955,7 +955,7 @@ def _check_launcher(ctx: Ctx) -> None:
     host = ctx.controllers[0]
     hv = ctx.hostvars.get(host) or {}
     launcher = hv.get("acceptance_launcher")
-    if launcher is None or not _plain(launcher):
+    if launcher is None or not _literal(launcher):
         return
     plane = ctx.brief["cluster"].get("control_plane")
     if launcher not in LAUNCHERS:
@@ -981,7 +981,7 @@ def _check_launcher(ctx: Ctx) -> None:
             )
         )
     image = hv.get("acceptance_container_image")
-    if launcher == "mpijob" and (image is None or (_plain(image) and not image.strip())):
+    if launcher == "mpijob" and (image is None or (_literal(image) and not image.strip())):
         ctx.out.append(
             violation(
                 "ACCEPT_IMAGE_MISSING",
