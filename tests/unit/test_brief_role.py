@@ -6,15 +6,10 @@ group_by run on the controller), so the lab need not be up.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = ROOT / ".venv" / "bin"
+from lab_playbook import HAVE_VENV, ROOT, run_lab_playbook
 
 PLAYBOOK = """
 - name: First stage
@@ -46,39 +41,14 @@ PLAYBOOK = """
 """
 
 
-@pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
+@pytest.mark.skipif(not HAVE_VENV, reason="needs the project venv")
 def test_brief_loaded_once_per_run_and_again_for_another_file(tmp_path):
     (tmp_path / "play.yml").write_text(PLAYBOOK)
     other = tmp_path / "other-brief.yml"
     text = (ROOT / "inventories/lab/brief.yml").read_text()
     name = re.search(r"^\s*- name: (\S+)", text.split("pools:", 1)[1], re.M).group(1)
     other.write_text(text.replace(f"name: {name}", "name: renamed-pool", 1))
-    env = dict(
-        os.environ,
-        PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}",
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_STRATEGY="linear",
-        GPUFLEET_BRIEF=str(ROOT / "inventories/lab/brief.yml"),
-    )
-    proc = subprocess.run(
-        [
-            str(VENV_BIN / "ansible-playbook"),
-            "-i",
-            str(ROOT / "inventories/lab"),
-            str(tmp_path / "play.yml"),
-            "-e",
-            f"other_brief={other}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    proc = run_lab_playbook(tmp_path / "play.yml", "-e", f"other_brief={other}", cwd=tmp_path)
     out = proc.stdout
     assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
     # Read in the first stage and the third (another path), not in the second.

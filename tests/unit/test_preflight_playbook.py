@@ -9,39 +9,20 @@ host, so the lab need not be up.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from lab_playbook import HAVE_VENV, ROOT, run_lab_playbook
 
-ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = ROOT / ".venv" / "bin"
 GPU_HOSTS = ["lab-gpu01", "lab-gpu02"]
 
 
 def _preflight(tmp_path: Path, *extra: str) -> tuple[int, list[dict], str]:
     report = tmp_path / "preflight.json"
-    env = dict(
-        os.environ,
-        PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}",
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_STRATEGY="linear",
-        GPUFLEET_BRIEF=str(ROOT / "inventories/lab/brief.yml"),
-    )
-    argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(ROOT / "inventories/lab"), "-e", f"preflight_report={report}"]
+    args = ["-e", f"preflight_report={report}"]
     for e in extra:
-        argv += ["-e", e]
-    proc = subprocess.run(
-        [*argv, str(ROOT / "playbooks/preflight.yml")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+        args += ["-e", e]
+    proc = run_lab_playbook(ROOT / "playbooks/preflight.yml", *args, cwd=tmp_path)
     assert report.exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
     return proc.returncode, json.loads(report.read_text())["violations"], proc.stdout
 
@@ -50,7 +31,7 @@ def _errors(violations: list[dict]) -> set[tuple[str, str | None, str]]:
     return {(v["code"], v["host"], v["field"]) for v in violations if v["severity"] == "error"}
 
 
-needs_venv = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
+needs_venv = pytest.mark.skipif(not HAVE_VENV, reason="needs the project venv")
 
 
 @needs_venv
