@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from .common import EXIT_FAILED, EXIT_OK, ROOT, CliError
 
 HOST_STATES = ("ok", "changed", "failed", "unreachable", "skipped")
+# Where the hosts' facts are kept between runs (ansible.cfg: jsonfile, fact_caching_timeout). A re-run
+# within the timeout does not gather them again; `--flush-cache` gathers them anew (after a re-image).
+FACT_CACHE = os.path.join(ROOT, ".cache", "facts")
 
 
 @dataclass
@@ -197,6 +200,7 @@ class RunOptions:
     brief: str | None = None
     progress: bool = True
     verbosity: int = 0
+    flush_cache: bool = False
 
 
 def build_cmdline(opts: RunOptions) -> str:
@@ -211,9 +215,43 @@ def build_cmdline(opts: RunOptions) -> str:
         parts += ["--tags", opts.tags]
     if opts.skip_tags:
         parts += ["--skip-tags", opts.skip_tags]
+    if opts.flush_cache:
+        parts.append("--flush-cache")
     for ev in opts.extra_vars:
         parts += ["-e", ev]
     return " ".join(shlex.quote(p) for p in parts)
+
+
+def runner_kwargs(path: str, inventory: str, opts: RunOptions, private: str, ident: str) -> dict:
+    """The arguments of ``ansible_runner.run`` for one playbook run (all but the event handler)."""
+    env = {
+        "ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": os.path.join(ROOT, "roles"),
+        "ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "collections"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": FACT_CACHE,
+        "PATH": os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ.get("PATH", ""),
+    }
+    if opts.brief:
+        env["GPUFLEET_BRIEF"] = os.path.abspath(opts.brief)
+    return {
+        "private_data_dir": private,
+        "project_dir": ROOT,
+        "playbook": path,
+        "inventory": inventory,
+        "limit": opts.limit,
+        "cmdline": build_cmdline(opts) or None,
+        "envvars": env,
+        "ident": ident,
+        "quiet": True,
+        "rotate_artifacts": 20,
+        "verbosity": opts.verbosity or None,
+        "suppress_env_files": True,
+        # ansible-runner's default ('jsonfile') points the fact cache at this run's artifact directory,
+        # which no later run reads: every run gathered facts again. Any other value leaves ansible.cfg's
+        # cache (FACT_CACHE, above) in place.
+        "fact_cache_type": "ansible.cfg",
+    }
 
 
 def run_playbook(playbook: str, opts: RunOptions, stream=None) -> int:
@@ -231,33 +269,10 @@ def run_playbook(playbook: str, opts: RunOptions, stream=None) -> int:
     stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
     private = os.path.join(ROOT, ".cache", "runner")
     os.makedirs(private, exist_ok=True)
-    env = {
-        "ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": os.path.join(ROOT, "roles"),
-        "ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "collections"),
-        "ANSIBLE_FORCE_COLOR": "0",
-        "PATH": os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ.get("PATH", ""),
-    }
-    if opts.brief:
-        env["GPUFLEET_BRIEF"] = os.path.abspath(opts.brief)
     tracker = EventTracker()
     progress = Progress(tracker, stream=stream, live=None if opts.progress else False)
     ident = f"{stamp}-{os.path.splitext(playbook)[0]}"
-    result = ansible_runner.run(
-        private_data_dir=private,
-        project_dir=ROOT,
-        playbook=path,
-        inventory=inventory,
-        limit=opts.limit,
-        cmdline=build_cmdline(opts) or None,
-        envvars=env,
-        ident=ident,
-        quiet=True,
-        event_handler=progress,
-        rotate_artifacts=20,
-        verbosity=opts.verbosity or None,
-        suppress_env_files=True,
-    )
+    result = ansible_runner.run(**runner_kwargs(path, inventory, opts, private, ident), event_handler=progress)
     progress.close()
     log_path = os.path.join(private, "artifacts", ident, "stdout")
     out = stream or sys.stdout
@@ -283,6 +298,11 @@ def add_run_arguments(p) -> None:
         help="extra variables, as for ansible-playbook (repeatable)",
     )
     p.add_argument("--no-progress", action="store_true", help="plain line output, no live status line")
+    p.add_argument(
+        "--flush-cache",
+        action="store_true",
+        help="gather every host's facts anew instead of reading them from .cache/facts (after re-imaging a host)",
+    )
     p.add_argument("-v", "--verbose", action="count", default=0, help="more Ansible output in the log")
 
 
@@ -298,4 +318,5 @@ def options_from_args(args) -> RunOptions:
         brief=args.brief,
         progress=not args.no_progress,
         verbosity=args.verbose,
+        flush_cache=getattr(args, "flush_cache", False),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import os
 
 import pytest
 from gpufleet_cli.runner import EventTracker, Progress, RunOptions, build_cmdline
@@ -127,3 +128,25 @@ def test_live_progress_rewrites_one_status_line():
 def test_cmdline_passes_options_through_quoted():
     opts = RunOptions(inventory="inv", check=True, diff=True, tags="slurm", extra_vars=["a=1", "b='x y'"])
     assert build_cmdline(opts) == "--check --diff --tags slurm -e a=1 -e 'b='\"'\"'x y'\"'\"''"
+
+
+def test_cmdline_passes_flush_cache():
+    assert build_cmdline(RunOptions(inventory="inv", flush_cache=True)) == "--flush-cache"
+
+
+def test_runs_keep_the_fact_cache_between_runs(tmp_path):
+    """ansible-runner as configured by the CLI leaves ansible.cfg's fact cache (one directory for every
+    run) in place; with its default it pointed the cache at each run's own artifact directory."""
+    from ansible_runner.config.runner import RunnerConfig
+    from gpufleet_cli.common import ROOT
+    from gpufleet_cli.runner import FACT_CACHE, runner_kwargs
+
+    kwargs = runner_kwargs(
+        os.path.join(ROOT, "playbooks", "site.yml"), "inv", RunOptions(inventory="inv"), str(tmp_path), "one"
+    )
+    for key in ("quiet", "rotate_artifacts", "verbosity"):
+        kwargs.pop(key)
+    config = RunnerConfig(**kwargs)
+    config.prepare()
+    assert config.env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] == FACT_CACHE == os.path.join(ROOT, ".cache", "facts")
+    assert "--flush-cache" not in " ".join(config.command)
