@@ -48,7 +48,7 @@ EXAMPLES = r"""
 - name: Compare the GPU nodes with the brief (gpu02 could not be read)
   ansible.builtin.set_fact:
     _drift: >-
-      {{ {'gpu01': {'pool': 'h100-train', 'facts': hostvars['gpu01'].gpufleet_hw,
+      {{ {'gpu01': {'pool': 'h100-train', 'facts': hostvars['gpu01'].ansible_facts.gpufleet_hw,
                     'holds': hostvars['gpu01'].__held.stdout_lines},
           'gpu02': {'pool': 'h100-train', 'facts': None, 'holds': None}}
          | gpufleet.cluster.drift_check(gpufleet_brief) }}

@@ -38,7 +38,8 @@ options:
 EXAMPLES = r"""
 - name: Check this node's hardware against the brief
   ansible.builtin.set_fact:
-    _hw_violations: "{{ gpufleet_hw | gpufleet.cluster.hardware_gate(_brief, _pool, inventory_hostname) }}"
+    _hw_violations: >-
+      {{ ansible_facts.gpufleet_hw | gpufleet.cluster.hardware_gate(_brief, _pool, inventory_hostname) }}
   vars:
     _brief: "{{ gpufleet_brief }}"
     _pool: "{{ gpufleet_pool }}"

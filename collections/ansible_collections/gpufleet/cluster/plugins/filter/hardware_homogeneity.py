@@ -32,7 +32,7 @@ EXAMPLES = r"""
     _hw_odd: "{{ _facts_by_host | gpufleet.cluster.hardware_homogeneity(gpufleet_pool) }}"
   vars:
     _hosts: "{{ groups[gpufleet_pool.group] | intersect(ansible_play_hosts) }}"
-    _facts_by_host: "{{ dict(_hosts | zip(_hosts | map('extract', hostvars, 'gpufleet_hw'))) }}"
+    _facts_by_host: "{{ dict(_hosts | zip(_hosts | map('extract', hostvars, ['ansible_facts', 'gpufleet_hw']))) }}"
   run_once: true
 """
 

@@ -40,7 +40,9 @@ EXAMPLES = r"""
     mode: "0644"
   delegate_to: localhost
   vars:
-    _record: "{{ gpufleet_hw | gpufleet.cluster.hardware_record(inventory_hostname, _hw_violations, gpufleet_pool) }}"
+    _record: >-
+      {{ ansible_facts.gpufleet_hw
+         | gpufleet.cluster.hardware_record(inventory_hostname, _hw_violations, gpufleet_pool) }}
 """
 
 RETURN = r"""

@@ -36,7 +36,8 @@ options:
 EXAMPLES = r"""
 - name: Record this node
   ansible.builtin.set_fact:
-    _record: "{{ gpufleet_hw | gpufleet.cluster.nccl_node_record(inventory_hostname, hostname=ansible_facts.nodename)
+    _record: "{{ ansible_facts.gpufleet_hw
+                 | gpufleet.cluster.nccl_node_record(inventory_hostname, hostname=ansible_facts.nodename)
                  }}"
 """
 

@@ -88,7 +88,9 @@ EXAMPLES = r"""
     that: _violations | length == 0
     fail_msg: "{{ _violations | map(attribute='message') | list }}"
   vars:
-    _violations: "{{ gpufleet_hw | gpufleet.cluster.hardware_gate(gpufleet_brief, gpufleet_pool, inventory_hostname) }}"
+    _violations: >-
+      {{ ansible_facts.gpufleet_hw
+         | gpufleet.cluster.hardware_gate(gpufleet_brief, gpufleet_pool, inventory_hostname) }}
 """
 
 RETURN = r"""
