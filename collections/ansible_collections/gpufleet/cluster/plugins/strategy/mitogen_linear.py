@@ -6,7 +6,8 @@
 # three hosts), a no-op re-run of site.yml's install stages went from 570 s to 231 s with the same
 # 0 changed (README, Benchmarks). Task order, results, check mode and diffs are linear's.
 # Like gpufleet.cluster.linear, it imports the collection's filters in the controller before the
-# workers fork (module_utils/preload.py).
+# workers fork (module_utils/preload.py), and lists the installed collections once there (Mitogen's
+# planner walks them all in every task's worker otherwise).
 # Opt out for one run with ANSIBLE_STRATEGY=linear (the strategy is not a variable: -e cannot set it),
 # e.g. to rule Mitogen out while debugging a connection problem. Mitogen's own debug log (which
 # holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1, never from -vvv alone.
@@ -54,11 +55,36 @@ try:
 
     ansible_mitogen.logging.setup = _quiet_log_setup
 
+    def _collection_dirs_once():
+        """Mitogen's collection scan, done once in the controller instead of in every task's worker.
+
+        For every task that runs a collection's module, Mitogen's planner (0.3.x, ``_load_collections``)
+        walks every installed collection (the ``ansible`` package brings ~50) in the worker Ansible forks
+        for that task and host; the result never reaches the next worker. The collections cannot change
+        during a run, so the walk is done here, before any worker forks, and the workers read the list.
+        """
+        import ansible.collections.list
+        import ansible_mitogen.planner
+
+        if getattr(ansible_mitogen.planner, "_gpufleet_collection_dirs", None) is not None:
+            return
+        load = getattr(ansible_mitogen.planner, "_load_collections", None)
+        if load is None:  # another Mitogen: leave it as it is
+            return
+        dirs = sorted({p.decode("utf-8") for p in ansible.collections.list.list_collection_dirs()})
+        ansible_mitogen.planner._gpufleet_collection_dirs = dirs
+
+        def _load_collections(invocation):
+            invocation._extra_sys_paths.update(dirs)
+
+        ansible_mitogen.planner._load_collections = _load_collections
+
     class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Base):
         """Mitogen's linear strategy."""
 
         def __init__(self, *args, **kwargs):
             preload_jinja_plugins()
+            _collection_dirs_once()
             super().__init__(*args, **kwargs)
 
 except ImportError:  # pragma: no cover - depends on what is installed
