@@ -11,12 +11,10 @@ from __future__ import annotations
 import os
 import subprocess
 
-from .common import EXIT_FAILED, ROOT, CliError
+from .common import EXIT_FAILED, FACT_CACHE, ROOT, CliError
 
 SCENARIO = "cluster"
 LAB_HOSTS = ("lab-ctl01", "lab-gpu01", "lab-gpu02")
-# ansible.cfg's fact_caching_connection, relative to the repository (runs start there).
-FACT_CACHE = os.path.join(ROOT, ".cache", "facts")
 
 
 def register(sub) -> None:

@@ -15,12 +15,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .common import EXIT_FAILED, EXIT_OK, ROOT, CliError
+from .common import EXIT_FAILED, EXIT_OK, FACT_CACHE, ROOT, CliError
 
 HOST_STATES = ("ok", "changed", "failed", "unreachable", "skipped")
-# Where the hosts' facts are kept between runs (ansible.cfg: jsonfile, fact_caching_timeout). A re-run
-# within the timeout does not gather them again; `--flush-cache` gathers them anew (after a re-image).
-FACT_CACHE = os.path.join(ROOT, ".cache", "facts")
 
 
 @dataclass

@@ -138,8 +138,8 @@ def test_runs_keep_the_fact_cache_between_runs(tmp_path):
     """ansible-runner as configured by the CLI leaves ansible.cfg's fact cache (one directory for every
     run) in place; with its default it pointed the cache at each run's own artifact directory."""
     from ansible_runner.config.runner import RunnerConfig
-    from gpufleet_cli.common import ROOT
-    from gpufleet_cli.runner import FACT_CACHE, runner_kwargs
+    from gpufleet_cli.common import FACT_CACHE, ROOT
+    from gpufleet_cli.runner import runner_kwargs
 
     kwargs = runner_kwargs(
         os.path.join(ROOT, "playbooks", "site.yml"), "inv", RunOptions(inventory="inv"), str(tmp_path), "one"
