@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# ansible.cfg's fact cache (jsonfile, fact_caching_timeout), kept between runs: `gpufleet provision`
-# points ansible-runner at it, `gpufleet lab up|down` forget the lab hosts in it.
+# ansible.cfg's fact cache (gpufleet.cluster.jsonfile, builtin jsonfile's files; fact_caching_timeout),
+# kept between runs: `gpufleet provision` points ansible-runner at it, `gpufleet lab up|down` forget
+# the lab hosts in it.
 FACT_CACHE = os.path.join(ROOT, ".cache", "facts")
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
 VERSION = "0.1.0"
