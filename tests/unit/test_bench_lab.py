@@ -115,10 +115,43 @@ def test_two_runs_figures(monkeypatch, capsys):
     outputs = iter([(0, 90.0, canned_summary(25, PHASES)), (0, 20.0, canned_summary(0, PHASES))])
     monkeypatch.setattr(bench, "lab_up", lambda: True)
     monkeypatch.setattr(bench, "provision", lambda inv: next(outputs))
-    assert bench.main(["-i", "inventories/lab"]) == 0
+    assert bench.main(["-i", "inventories/lab", "--reruns", "1"]) == 0
     out = capsys.readouterr().out
     assert "re-run / first         22.2 %   (target <= 25 %: met)" in out
     assert "re-run changed            0     (target 0: met)" in out
+    assert "median" not in out
+
+
+def test_median_of_three_reruns_and_the_most_changed(monkeypatch, capsys):
+    # The median re-run (24 s), not the fastest (18 s) nor the first; a change in any re-run counts.
+    outputs = iter(
+        [
+            (0, 100.0, canned_summary(25, PHASES)),
+            (0, 30.0, canned_summary(0, PHASES)),
+            (0, 18.0, canned_summary(2, PHASES)),
+            (0, 24.0, canned_summary(0, PHASES)),
+        ]
+    )
+    calls = []
+    monkeypatch.setattr(bench, "lab_up", lambda: True)
+    monkeypatch.setattr(bench, "provision", lambda inv: calls.append(inv) or next(outputs))
+    assert bench.main([]) == 0
+    out = capsys.readouterr().out
+    assert len(calls) == 4  # the first converge and 3 re-runs (the default)
+    assert "no-op re-run           24.0 s   (median of 3: 30.0, 18.0, 24.0 s)" in out
+    assert "re-run / first         24.0 %   (target <= 25 %: met)" in out
+    assert "re-run changed            2     (target 0: NOT met, hosts: lab-gpu01), the most of 3 re-runs" in out
+
+
+def test_median_of_an_even_number_is_the_slower_middle_one():
+    runs = [(t, bench.Summary()) for t in (10.0, 40.0, 20.0, 30.0)]
+    assert bench.median_run(runs)[0] == 30.0
+
+
+def test_reruns_must_be_positive(monkeypatch):
+    monkeypatch.setattr(bench, "lab_up", lambda: True)
+    with pytest.raises(SystemExit):
+        bench.main(["--reruns", "0"])
 
 
 def test_failed_run_exit_1(monkeypatch, capsys):
@@ -168,6 +201,6 @@ def test_rerun_slowest_tasks_read_from_the_events_beside_the_log(monkeypatch, ca
     outputs = iter([(0, 90.0, canned_summary(25, PHASES)), (0, 20.0, rerun)])
     monkeypatch.setattr(bench, "lab_up", lambda: True)
     monkeypatch.setattr(bench, "provision", lambda inv: next(outputs))
-    assert bench.main([]) == 0
+    assert bench.main(["--reruns", "1"]) == 0
     out = capsys.readouterr().out
     assert "slowest tasks of the re-run (s, times run)\n     15.0    1x  acceptance : Let the workload run" in out
