@@ -86,7 +86,8 @@ def test_reads_decode_once_per_set(tmp_path):
 
 def test_same_files_as_builtin_jsonfile(tmp_path):
     # What this plugin writes, builtin jsonfile reads in another run, and the other way round.
-    _probe(f'ours().set("gpu01", {FACTS!r})\nbuiltin().set("gpu02", {{"ansible_hostname": "gpu02"}})', tmp_path / "facts")
+    body = f'ours().set("gpu01", {FACTS!r})\nbuiltin().set("gpu02", {{"ansible_hostname": "gpu02"}})'
+    _probe(body, tmp_path / "facts")
     assert sorted(os.listdir(tmp_path / "facts")) == ["s1_gpu01", "s1_gpu02"]
     out = _probe(
         """

@@ -86,7 +86,7 @@ def test_spec_of_the_lab():
     spec = wl.workload_spec(lab_brief())
     assert spec["command"] == "python3 /opt/gpufleet-workload/train.py"
     assert spec["partition"] == "h100-lab" and spec["gpus"] == 1 and not spec["image"]
-    assert spec["window_s"] == pytest.approx(15) and spec["shared"] is False
+    assert spec["window_s"] == pytest.approx(9) and spec["shared"] is False
     assert spec["min_samples_per_s"] == 1000 and spec["max_restore_s"] == 60
 
 
