@@ -127,9 +127,12 @@ def storage_workload_summary(report: dict) -> str:
         parts.append(f"workload: not run ({workload['skipped']})")
     elif workload:
         restore = workload.get("restore_s")
+        rate = workload.get("throughput_samples_per_s")
+        # A median of floats: 243972.15000000002 reads as 243972.2.
+        rate = f"{rate:.1f}" if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate else "-"
         parts.append(
             f"workload: {str(workload.get('verdict', '?')).upper()} "
-            f"({workload.get('throughput_samples_per_s') or '-'} samples/s, resumed at step "
+            f"({rate} samples/s, resumed at step "
             f"{workload.get('resumed_step') or '-'}, restore {'-' if restore is None else f'{restore:.1f}'} s)"
         )
     return "".join(f"; {p}" for p in parts)

@@ -70,6 +70,13 @@ def test_acceptance_line_sums_up_storage_and_workload(tmp_path):
         "(scripts/gpufleet report); storage: FAIL (gpu01) on 2 node(s); "
         "workload: PASS (3000.5 samples/s, resumed at step 95, restore 2.5 s)"
     )
+    # A float median is shown to one decimal, not with its binary noise.
+    report["workload"]["throughput_samples_per_s"] = 243972.15000000002
+    (run / "acceptance.json").write_text(json.dumps(report))
+    assert "workload: PASS (243972.2 samples/s, resumed" in acceptance_line(str(tmp_path))
+    report["workload"]["throughput_samples_per_s"] = None
+    (run / "acceptance.json").write_text(json.dumps(report))
+    assert "workload: PASS (- samples/s, resumed" in acceptance_line(str(tmp_path))
     report["workload"] = {"skipped": "check mode: no job submitted"}
     (run / "acceptance.json").write_text(json.dumps(report))
     assert acceptance_line(str(tmp_path)).endswith("; workload: not run (check mode: no job submitted)")
