@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import subprocess
 
+from . import acceptance_reuse
 from .common import EXIT_FAILED, FACT_CACHE, ROOT, CliError
 
 SCENARIO = "cluster"
+INVENTORY = os.path.join(ROOT, "inventories", "lab")
 LAB_HOSTS = ("lab-ctl01", "lab-gpu01", "lab-gpu02")
 
 
@@ -25,7 +27,8 @@ def register(sub) -> None:
             "The lab: three podman containers (lab-ctl01, lab-gpu01, lab-gpu02) with GPU and NIC "
             "test doubles, matching inventories/lab. `up` builds what is missing (test bed, image), "
             "creates and prepares them; `down` destroys them; `status` lists them. `up` and `down` forget "
-            "the lab hosts' cached facts (.cache/facts). The hosts run the test-host image of "
+            "the lab hosts' cached facts (.cache/facts) and the record of their last passing acceptance "
+            "(.cache/acceptance). The hosts run the test-host image of "
             "GPUFLEET_TEST_SUITE (default bookworm: Debian's packages the roles install are in it already; "
             "bookworm-bare: only downloaded, so a first provision installs them as on a fresh server)."
         ),
@@ -94,8 +97,10 @@ def run(args) -> int:
     if args.action == "down":
         rc = _run(["molecule", "destroy", "-s", SCENARIO])
         forget_facts()
+        acceptance_reuse.forget(INVENTORY)
         return 0 if rc == 0 else EXIT_FAILED
     forget_facts()
+    acceptance_reuse.forget(INVENTORY)  # new hosts under the old names: measure them
     suite = os.environ.get("GPUFLEET_TEST_SUITE", "bookworm")
     if _run([os.path.join(ROOT, "scripts", "testbed"), "all", suite]) != 0:
         return EXIT_FAILED

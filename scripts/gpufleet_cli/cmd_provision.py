@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -9,8 +10,9 @@ import time
 
 import yaml
 
-from .common import ROOT
-from .runner import add_run_arguments, options_from_args, run_playbook
+from . import acceptance_reuse as reuse
+from .common import ROOT, CliError
+from .runner import RunSession, add_run_arguments, options_from_args, run_playbook
 
 # subcommand -> (playbook, one-line help, description)
 COMMANDS = {
@@ -18,7 +20,13 @@ COMMANDS = {
         "site.yml",
         "run the whole site playbook: preflight, base OS, GPU stack, control plane, gates",
         "Run playbooks/site.yml through ansible-runner: every stage in order, with live progress per "
-        "phase and host and a summary (hosts ok/changed/failed/unreachable, time per phase, failures).",
+        "phase and host and a summary (hosts ok/changed/failed/unreachable, time per phase, failures). "
+        "Acceptance, the last stage, takes the GPU nodes from users' jobs to measure: a run that changed "
+        "and failed nothing keeps the last passing acceptance instead when it was measured on the same "
+        "inventory, brief, -e arguments, gpufleet code and hardware (the gate's GPU UUIDs, packages, kernel, "
+        "RDMA ports) within --accept-max-age hours and no acceptance ran since; --reaccept measures anyway. "
+        "--check, --limit, --tags and --skip-tags run site.yml as given (acceptance included unless skipped); "
+        "--flush-cache measures too (hosts may have been re-imaged).",
     ),
     "verify": (
         "verify.yml",
@@ -41,7 +49,131 @@ def register(sub) -> None:
             continue  # the stage has not landed yet
         p = sub.add_parser(name, help=help_, description=desc)
         add_run_arguments(p)
-        p.set_defaults(func=_runner_for(playbook))
+        if name == "provision":
+            p.add_argument(
+                "--reaccept",
+                action="store_true",
+                help="measure acceptance again even when nothing changed since the last passing one",
+            )
+            p.add_argument(
+                "--accept-max-age",
+                type=_hours,
+                default=reuse.DEFAULT_MAX_AGE_H,
+                metavar="HOURS",
+                help=(
+                    "the oldest passing acceptance a run that changed nothing keeps, in hours "
+                    f"(default {reuse.DEFAULT_MAX_AGE_H:g}; 0: always measure)"
+                ),
+            )
+            p.set_defaults(func=provision)
+        else:
+            p.set_defaults(func=_runner_for(playbook))
+
+
+def _hours(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected hours (a number >= 0), found {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected hours (a number >= 0), found {text!r}")
+    return value
+
+
+# ansible-playbook's exit codes after which the play went on for the hosts that did not fail:
+# 0 all well, 2 some hosts failed, 4 some hosts unreachable. Others (1 error, 3, 5 bad options or
+# playbook, 99 interrupted, 250 unexpected) stop the run.
+_RC_HOSTS_WENT_ON = (0, 2, 4)
+
+
+def provision(args) -> int:
+    """site.yml; acceptance as a second run, or the last passing one kept (see acceptance_reuse)."""
+    started = time.time()
+    opts = options_from_args(args)
+    reports = os.path.join(ROOT, "reports")
+    cluster = brief_cluster_name(opts.inventory, opts.brief)
+    if not os.path.exists(os.path.abspath(opts.inventory)):
+        raise CliError(f"inventory {opts.inventory} does not exist")
+    session = RunSession(opts)
+    whole = not (opts.check or opts.limit or opts.tags or opts.skip_tags)
+    if not whole or args.reaccept or opts.flush_cache:
+        # As given: one run of site.yml, acceptance measured unless the tags leave it out.
+        session.run("site.yml")
+        gate = latest_gate_dir(reports, since=started, cluster=cluster)
+        if whole:
+            _keep_record(opts, session, gate, reports, started, cluster)
+        elif not opts.check and any(t["changed"] or t["failed"] for t in session.tracker.host_totals().values()):
+            reuse.forget(opts.inventory)  # part of the cluster changed: the next whole run measures
+        return _finish(session, gate, acceptance_line(reports, since=started, cluster=cluster))
+
+    rc = session.run("site.yml", dataclasses.replace(opts, skip_tags="acceptance"))
+    gate = latest_gate_dir(reports, since=started, cluster=cluster)
+    totals = session.tracker.host_totals()
+    failed = sorted(h for h, t in totals.items() if t["failed"] or t["unreachable"])
+    changed = sorted(h for h, t in totals.items() if t["changed"])
+    if rc not in _RC_HOSTS_WENT_ON or not [h for h in totals if h not in failed]:
+        reuse.forget(opts.inventory)
+        why = f"ansible-playbook stopped (rc {rc})" if rc not in _RC_HOSTS_WENT_ON else "every host failed"
+        return _finish(session, gate, f"NCCL acceptance: not run: {why} before it")
+    if failed:
+        why = "this run failed on " + _hosts_text(failed)
+    elif changed:
+        why = "this run changed " + _hosts_text(changed)
+    else:
+        gate_hosts, gate_problems = reuse.read_gate(gate)
+        fp = reuse.fingerprint(opts.inventory, opts.brief, opts.extra_vars)
+        record = reuse.load(opts.inventory)
+        why = reuse.why_not_reuse(record, fp, gate_hosts, gate_problems, reports, cluster, args.accept_max_age)
+        if not why and record:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(record["accepted_at"])))
+            return _finish(
+                session,
+                gate,
+                f"NCCL acceptance: PASS, kept from {when}: nothing changed since it was measured "
+                f"(--reaccept measures again); report {os.path.splitext(str(record['report']))[0]}.md "
+                "(scripts/gpufleet report)",
+            )
+    print(f"== NCCL acceptance: measuring: {why}", flush=True)
+    accept_opts = opts
+    if failed:  # as in one site.yml run: a host that failed a stage takes no part in the later ones
+        accept_opts = dataclasses.replace(opts, limit=":".join(["all", *(f"!{h}" for h in failed)]))
+    session.run("acceptance.yml", accept_opts)
+    _keep_record(opts, session, gate, reports, started, cluster)
+    return _finish(session, gate, acceptance_line(reports, since=started, cluster=cluster))
+
+
+def _hosts_text(hosts: list[str], shown: int = 5) -> str:
+    more = len(hosts) - shown
+    return ", ".join(hosts[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _keep_record(opts, session: RunSession, gate: str | None, reports: str, started: float, cluster) -> None:
+    """Record this run's acceptance when it passed on the whole inventory; else forget the last one."""
+    totals = session.tracker.host_totals()
+    clean = not any(t["failed"] or t["unreachable"] for t in totals.values()) and not any(session.rcs)
+    report = newest_report_since(reports, started, cluster)
+    gate_hosts, gate_problems = reuse.read_gate(gate)
+    if clean and report and reuse.report_verdict(report) == "pass" and gate_hosts and not gate_problems:
+        fp = reuse.fingerprint(opts.inventory, opts.brief, opts.extra_vars)
+        reuse.save(opts.inventory, fp, gate_hosts, report)
+    else:
+        reuse.forget(opts.inventory)
+
+
+def newest_report_since(reports: str, since: float, cluster: str | None) -> str | None:
+    path = reuse.newest_report(reports, cluster)
+    return path if path and os.path.getmtime(path) >= since - 1 else None
+
+
+def _finish(session: RunSession, gate: str | None, acceptance: str | None) -> int:
+    code = session.finish()
+    if gate:
+        print(gate_table(gate))
+    if acceptance:
+        print(acceptance)
+    return code
 
 
 def _runner_for(playbook: str):

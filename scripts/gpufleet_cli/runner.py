@@ -95,7 +95,8 @@ class EventTracker:
             first = msg.splitlines()[0] if msg else ""
             return f"   {'UNREACHABLE' if unreachable else 'FAILED'} {host}: {task}: {first[:160]}"
         if kind == "playbook_on_stats":
-            self.stats = data
+            # Summed over every playbook of the session (`gpufleet provision` may run two).
+            self.stats = _merge_stats(self.stats, data)
             if self.phases and self.phases[-1].ended is None:
                 self.phases[-1].ended = now
         return None
@@ -116,7 +117,7 @@ class EventTracker:
         bad = any(t["failed"] or t["unreachable"] for t in totals.values())
         return EXIT_FAILED if (bad or rc != 0) else EXIT_OK
 
-    def summary(self, log_path: str | None = None, report_dir: str | None = None) -> str:
+    def summary(self, log_path: str | list[str] | None = None, report_dir: str | None = None) -> str:
         totals = self.host_totals()
         lines = ["", "Summary"]
         if totals:
@@ -147,9 +148,22 @@ class EventTracker:
                 lines.extend(f"      {line}" for line in f.message.splitlines()[:40])
         if report_dir:
             lines.append(f"  reports: {report_dir}")
-        if log_path:
-            lines.append(f"  full log: {log_path}")
+        for path in [log_path] if isinstance(log_path, str) else log_path or []:
+            lines.append(f"  full log: {path}")
         return "\n".join(lines)
+
+
+def _merge_stats(into: dict | None, data: dict) -> dict:
+    """Per-host counts of two playbook_on_stats summed (a host in one only keeps its counts)."""
+    merged = {k: dict(v) for k, v in (into or {}).items() if isinstance(v, dict)}
+    for key, per_host in data.items():
+        if not isinstance(per_host, dict):
+            continue
+        slot = merged.setdefault(key, {})
+        for host, n in per_host.items():
+            if isinstance(n, int) and not isinstance(n, bool):
+                slot[host] = slot.get(host, 0) + n
+    return merged
 
 
 class Progress:
@@ -251,30 +265,53 @@ def runner_kwargs(path: str, inventory: str, opts: RunOptions, private: str, ide
     }
 
 
+class RunSession:
+    """One CLI command's playbook runs: a tracker and progress shared by every run, one summary at the end."""
+
+    def __init__(self, opts: RunOptions, stream=None):
+        self.opts = opts
+        self.stream = stream or sys.stdout
+        self.tracker = EventTracker()
+        self.progress = Progress(self.tracker, stream=stream, live=None if opts.progress else False)
+        self.logs: list[str] = []
+        self.rcs: list[int] = []
+
+    def run(self, playbook: str, opts: RunOptions | None = None) -> int:
+        """Run ``playbooks/<playbook>`` (with ``opts``, default the session's); return ansible-playbook's rc."""
+        try:
+            import ansible_runner
+        except ImportError as exc:  # pragma: no cover - the venv has it
+            raise CliError("ansible-runner is not installed: run `make venv`") from exc
+        opts = opts or self.opts
+        path = os.path.join(ROOT, "playbooks", playbook)
+        if not os.path.isfile(path):
+            raise CliError(f"playbook {path} does not exist")
+        inventory = os.path.abspath(opts.inventory)
+        if not os.path.exists(inventory):
+            raise CliError(f"inventory {opts.inventory} does not exist")
+        stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+        private = os.path.join(ROOT, ".cache", "runner")
+        os.makedirs(private, exist_ok=True)
+        ident = f"{stamp}-{os.path.splitext(playbook)[0]}"
+        kwargs = runner_kwargs(path, inventory, opts, private, ident)
+        result = ansible_runner.run(**kwargs, event_handler=self.progress)
+        self.progress.close()
+        self.logs.append(os.path.join(private, "artifacts", ident, "stdout"))
+        rc = result.rc if result.rc is not None else 1
+        self.rcs.append(rc)
+        return rc
+
+    def finish(self) -> int:
+        """Print the summary of every run; return the exit code."""
+        self.stream.write(self.tracker.summary(log_path=self.logs) + "\n")
+        return self.tracker.exit_code(next((rc for rc in self.rcs if rc), 0))
+
+
 def run_playbook(playbook: str, opts: RunOptions, stream=None) -> int:
     """Run ``playbooks/<playbook>`` with ansible-runner; print progress and the summary; return the exit code."""
-    try:
-        import ansible_runner
-    except ImportError as exc:  # pragma: no cover - the venv has it
-        raise CliError("ansible-runner is not installed: run `make venv`") from exc
-    path = os.path.join(ROOT, "playbooks", playbook)
-    if not os.path.isfile(path):
-        raise CliError(f"playbook {path} does not exist")
-    inventory = os.path.abspath(opts.inventory)
-    if not os.path.exists(inventory):
-        raise CliError(f"inventory {opts.inventory} does not exist")
-    stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
-    private = os.path.join(ROOT, ".cache", "runner")
-    os.makedirs(private, exist_ok=True)
-    tracker = EventTracker()
-    progress = Progress(tracker, stream=stream, live=None if opts.progress else False)
-    ident = f"{stamp}-{os.path.splitext(playbook)[0]}"
-    result = ansible_runner.run(**runner_kwargs(path, inventory, opts, private, ident), event_handler=progress)
-    progress.close()
-    log_path = os.path.join(private, "artifacts", ident, "stdout")
-    out = stream or sys.stdout
-    out.write(tracker.summary(log_path=log_path) + "\n")
-    return tracker.exit_code(result.rc if result.rc is not None else 1)
+    session = RunSession(opts, stream=stream)
+    session.run(playbook)
+    return session.finish()
 
 
 def add_run_arguments(p) -> None:

@@ -26,7 +26,7 @@ def load_bench():
 bench = load_bench()
 
 
-def canned_summary(changed: int, phases: list[tuple[str, float, int]]) -> str:
+def canned_summary(changed: int, phases: list[tuple[str, float, int]], tail: str = "") -> str:
     """A summary exactly as gpufleet_cli.runner prints it, from a scripted event stream."""
     now = [0.0]
 
@@ -53,7 +53,7 @@ def canned_summary(changed: int, phases: list[tuple[str, float, int]]) -> str:
         }
     )
     noise = "== Preflight\n   FAILED nothing\nSummary of nothing\n"  # progress lines before the summary
-    return noise + tracker.summary(log_path="/tmp/x/stdout") + "\n"
+    return noise + tracker.summary(log_path="/tmp/x/stdout") + "\n" + tail
 
 
 PHASES = [("Preflight: brief vs inventory", 2.0, 3), ("Base OS", 30.5, 20), ("GPU stack", 41.25, 30)]
@@ -106,7 +106,7 @@ def test_install_stages_ratio_leaves_out_the_gates():
 
 def test_lab_not_up_prints_and_exits_0(monkeypatch, capsys):
     monkeypatch.setattr(bench, "lab_up", lambda: False)
-    monkeypatch.setattr(bench, "provision", lambda inv: pytest.fail("must not provision when the lab is down"))
+    monkeypatch.setattr(bench, "provision", lambda inv, *flags: pytest.fail("must not provision when the lab is down"))
     assert bench.main([]) == 0
     assert capsys.readouterr().out.strip() == "lab not up: run scripts/gpufleet lab up"
 
@@ -114,8 +114,8 @@ def test_lab_not_up_prints_and_exits_0(monkeypatch, capsys):
 def test_two_runs_figures(monkeypatch, capsys):
     outputs = iter([(0, 90.0, canned_summary(25, PHASES)), (0, 20.0, canned_summary(0, PHASES))])
     monkeypatch.setattr(bench, "lab_up", lambda: True)
-    monkeypatch.setattr(bench, "provision", lambda inv: next(outputs))
-    assert bench.main(["-i", "inventories/lab", "--reruns", "1"]) == 0
+    monkeypatch.setattr(bench, "provision", lambda inv, *flags: next(outputs))
+    assert bench.main(["-i", "inventories/lab", "--reruns", "1", "--reaccept-runs", "0"]) == 0
     out = capsys.readouterr().out
     assert "re-run / first         22.2 %   (target <= 25 %: met)" in out
     assert "re-run changed            0     (target 0: met)" in out
@@ -134,13 +134,46 @@ def test_median_of_three_reruns_and_the_most_changed(monkeypatch, capsys):
     )
     calls = []
     monkeypatch.setattr(bench, "lab_up", lambda: True)
-    monkeypatch.setattr(bench, "provision", lambda inv: calls.append(inv) or next(outputs))
-    assert bench.main([]) == 0
+    monkeypatch.setattr(bench, "provision", lambda inv, *flags: calls.append(inv) or next(outputs))
+    assert bench.main(["--reaccept-runs", "0"]) == 0
     out = capsys.readouterr().out
     assert len(calls) == 4  # the first converge and 3 re-runs (the default)
     assert "no-op re-run           24.0 s   (median of 3: 30.0, 18.0, 24.0 s)" in out
     assert "re-run / first         24.0 %   (target <= 25 %: met)" in out
     assert "re-run changed            2     (target 0: NOT met, hosts: lab-gpu01), the most of 3 re-runs" in out
+
+
+ACCEPT_PHASES = [
+    *PHASES,
+    ("Find the acceptance hosts from the brief", 1.0, 2),
+    ("NCCL acceptance on each node alone", 20.0, 9),
+]
+KEPT = "NCCL acceptance: PASS, kept from 2026-12-01 10:00: nothing changed since it was measured\n"
+
+
+def test_reruns_that_kept_the_acceptance_and_one_that_measured_again(monkeypatch, capsys):
+    # The first run measures; the no-op re-runs keep its acceptance (their phases stop before it);
+    # the --reaccept re-run measures again and is shown on its own line.
+    outputs = iter(
+        [
+            (0, 100.0, canned_summary(25, ACCEPT_PHASES, "NCCL acceptance: PASS; report r.md\n")),
+            (0, 20.0, canned_summary(0, [(n, s / 5, t) for n, s, t in PHASES], KEPT)),
+            (0, 40.0, canned_summary(0, [(n, s / 5, t) for n, s, t in ACCEPT_PHASES])),
+        ]
+    )
+    calls = []
+    monkeypatch.setattr(bench, "lab_up", lambda: True)
+    monkeypatch.setattr(bench, "provision", lambda inv, *flags: calls.append(flags) or next(outputs))
+    assert bench.main(["--reruns", "1"]) == 0
+    out = capsys.readouterr().out
+    assert calls == [(), (), ("--reaccept",)]
+    assert "re-run / first         20.0 %   (target <= 25 %: met)" in out
+    assert "acceptance             kept     (1 of 1 re-runs kept the first run's passing acceptance)" in out
+    assert "re-run --reaccept      40.0 s   (40.0 % of the first: acceptance measured again)" in out
+    assert "install stages         73.7 s first, 14.7 s re-run: 19.9 %" in out
+    assert "gate + acceptance      21.0 s first, 0.0 s re-run (the gate measures again, acceptance was kept)" in out
+    assert "  NCCL acceptance on each node alone            20.0         -\n" in out
+    assert "  Base OS                                       30.5       6.1     20%" in out
 
 
 def test_median_of_an_even_number_is_the_slower_middle_one():
@@ -156,7 +189,7 @@ def test_reruns_must_be_positive(monkeypatch):
 
 def test_failed_run_exit_1(monkeypatch, capsys):
     monkeypatch.setattr(bench, "lab_up", lambda: True)
-    monkeypatch.setattr(bench, "provision", lambda inv: (1, 5.0, "boom\n"))
+    monkeypatch.setattr(bench, "provision", lambda inv, *flags: (1, 5.0, "boom\n"))
     assert bench.main([]) == 1
     assert "first converge: provision exited 1 without a summary" in capsys.readouterr().out
 
@@ -200,7 +233,7 @@ def test_rerun_slowest_tasks_read_from_the_events_beside_the_log(monkeypatch, ca
     rerun = canned_summary(0, PHASES).replace("/tmp/x/stdout", log)
     outputs = iter([(0, 90.0, canned_summary(25, PHASES)), (0, 20.0, rerun)])
     monkeypatch.setattr(bench, "lab_up", lambda: True)
-    monkeypatch.setattr(bench, "provision", lambda inv: next(outputs))
-    assert bench.main(["--reruns", "1"]) == 0
+    monkeypatch.setattr(bench, "provision", lambda inv, *flags: next(outputs))
+    assert bench.main(["--reruns", "1", "--reaccept-runs", "0"]) == 0
     out = capsys.readouterr().out
     assert "slowest tasks of the re-run (s, times run)\n     15.0    1x  acceptance : Let the workload run" in out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from gpufleet_cli import cmd_lab
+from gpufleet_cli import acceptance_reuse, cmd_lab
 
 
 def test_forget_facts_removes_only_the_lab_hosts(tmp_path):
@@ -19,6 +19,7 @@ def test_forget_facts_removes_only_the_lab_hosts(tmp_path):
 def _fake_lab(monkeypatch, tmp_path, rc=0):
     calls = []
     monkeypatch.setattr(cmd_lab, "FACT_CACHE", str(tmp_path))
+    monkeypatch.setattr(acceptance_reuse, "RECORD_DIR", str(tmp_path.parent / f"{tmp_path.name}-records"))
 
     def fake_run(cmd):
         # The facts are gone before Molecule creates the hosts.

@@ -104,6 +104,20 @@ def test_stats_are_authoritative_over_counted_events():
     assert tracker.host_totals()["ctl"] == {"ok": 2, "changed": 1, "failed": 0, "unreachable": 0, "skipped": 0}
 
 
+def test_two_playbooks_of_one_session_sum_their_stats():
+    # `gpufleet provision` runs site.yml and then acceptance.yml: one summary counts both.
+    tracker = EventTracker(clock=_clock())
+    for e in [*HEALTHY, play("Acceptance"), stats(ok={"gpu1": 3, "gpu2": 1}, changed={}, failures={"ctl": 1})]:
+        tracker.handle(e)
+    totals = tracker.host_totals()
+    assert totals["ctl"] == {"ok": 2, "changed": 1, "failed": 1, "unreachable": 0, "skipped": 0}
+    assert totals["gpu1"]["ok"] == 4 and totals["gpu2"]["ok"] == 1
+    assert [p.name for p in tracker.phases] == ["Preflight", "Base", "Acceptance"]
+    assert tracker.exit_code(0) == 1
+    text = tracker.summary(log_path=["/tmp/a/stdout", "/tmp/b/stdout"])
+    assert "  full log: /tmp/a/stdout\n  full log: /tmp/b/stdout" in text
+
+
 def test_plain_progress_prints_phases_and_failures_only():
     out = io.StringIO()
     progress = Progress(EventTracker(clock=_clock()), stream=out, live=False)
