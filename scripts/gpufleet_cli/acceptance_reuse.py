@@ -209,8 +209,13 @@ def forget(inventory: str, record_dir: str | None = None) -> bool:
     return True
 
 
-def newest_report(reports: str, cluster: str | None) -> str | None:
-    found = [(os.path.getmtime(p), p) for p in glob.glob(os.path.join(reports, cluster or "*", "*", "acceptance.json"))]
+def newest_report(reports: str, cluster: str | None, since: float = 0.0) -> str | None:
+    """The newest `<reports>/<cluster>/<stamp>/acceptance.json` written at or after `since` (any cluster: None)."""
+    found = [
+        (os.path.getmtime(p), p)
+        for p in glob.glob(os.path.join(reports, cluster or "*", "*", "acceptance.json"))
+        if os.path.getmtime(p) >= since - 1
+    ]
     return max(found)[1] if found else None
 
 

@@ -153,18 +153,13 @@ def _keep_record(opts, session: RunSession, gate: str | None, reports: str, star
     """Record this run's acceptance when it passed on the whole inventory; else forget the last one."""
     totals = session.tracker.host_totals()
     clean = not any(t["failed"] or t["unreachable"] for t in totals.values()) and not any(session.rcs)
-    report = newest_report_since(reports, started, cluster)
+    report = reuse.newest_report(reports, cluster, started)
     gate_hosts, gate_problems = reuse.read_gate(gate)
     if clean and report and reuse.report_verdict(report) == "pass" and gate_hosts and not gate_problems:
         fp = reuse.fingerprint(opts.inventory, opts.brief, opts.extra_vars)
         reuse.save(opts.inventory, fp, gate_hosts, report)
     else:
         reuse.forget(opts.inventory)
-
-
-def newest_report_since(reports: str, since: float, cluster: str | None) -> str | None:
-    path = reuse.newest_report(reports, cluster)
-    return path if path and os.path.getmtime(path) >= since - 1 else None
 
 
 def _finish(session: RunSession, gate: str | None, acceptance: str | None) -> int:
@@ -199,12 +194,8 @@ def _runner_for(playbook: str):
 
 def brief_cluster_name(inventory: str, brief: str | None = None) -> str | None:
     """cluster.name of the run's brief (--brief, $GPUFLEET_BRIEF, else brief.yml beside the inventory)."""
-    path = brief or os.environ.get("GPUFLEET_BRIEF") or ""
-    if not path:
-        inv = os.path.abspath(inventory)
-        path = os.path.join(inv if os.path.isdir(inv) else os.path.dirname(inv), "brief.yml")
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(reuse.brief_path(inventory, brief), encoding="utf-8") as fh:
             name = ((yaml.safe_load(fh) or {}).get("cluster") or {}).get("name")
     except (OSError, yaml.YAMLError, AttributeError):
         return None
@@ -223,14 +214,9 @@ def latest_gate_dir(reports: str, since: float = 0.0, cluster: str | None = None
 
 def acceptance_line(reports: str, since: float = 0.0, cluster: str | None = None) -> str | None:
     """The verdict and where the newest acceptance report written since ``since`` is (any cluster when None)."""
-    found = [
-        (os.path.getmtime(p), p)
-        for p in glob.glob(os.path.join(reports, cluster or "*", "*", "acceptance.json"))
-        if os.path.getmtime(p) >= since - 1
-    ]
-    if not found:
+    path = reuse.newest_report(reports, cluster, since)
+    if not path:
         return None
-    path = max(found)[1]
     data: dict = {}
     try:
         with open(path, encoding="utf-8") as fh:
