@@ -104,7 +104,9 @@ def provision(args) -> int:
         gate = latest_gate_dir(reports, since=started, cluster=cluster)
         if whole:
             _keep_record(opts, session, gate, reports, started, cluster)
-        elif not opts.check and any(t["changed"] or t["failed"] for t in session.tracker.host_totals().values()):
+        elif not opts.check and any(
+            t["changed"] or t["failed"] or t["unreachable"] for t in session.tracker.host_totals().values()
+        ):
             reuse.forget(opts.inventory)  # part of the cluster changed: the next whole run measures
         return _finish(session, gate, acceptance_line(reports, since=started, cluster=cluster))
 

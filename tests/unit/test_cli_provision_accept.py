@@ -31,6 +31,7 @@ class FakeCluster:
         self.reports = root / "reports" / "lab"
         self.changed: set[str] = set()
         self.failed: set[str] = set()
+        self.unreachable: set[str] = set()
         self.verdict = "pass"
         self.uuids = {h: [f"GPU-{h}-{i}" for i in range(8)] for h in GPU_HOSTS}
         self.rc: int | None = None
@@ -74,7 +75,10 @@ class FakeCluster:
                     }
                 )
                 stats["failures"][h] = 1
-            alive = [h for h in alive if h not in self.failed]
+            for h in sorted(self.unreachable & set(alive)):
+                handler({"event": "runner_on_unreachable", "event_data": {"host": h, "res": {"msg": "ssh: no route"}}})
+                stats["dark"][h] = 1
+            alive = [h for h in alive if h not in self.failed and h not in self.unreachable]
             play("Hardware gate", alive)
             if not check:
                 gate = self._dir() / "gate"
@@ -91,7 +95,7 @@ class FakeCluster:
                 if self.verdict != "pass":
                     stats["failures"]["ctl01"] = 1
         handler({"event": "playbook_on_stats", "event_data": stats})
-        rc = self.rc if self.rc is not None else (2 if stats["failures"] else 0)
+        rc = self.rc if self.rc is not None else (2 if stats["failures"] else 4 if stats["dark"] else 0)
         return SimpleNamespace(rc=rc)
 
 
@@ -302,6 +306,12 @@ def test_check_limit_and_tags_run_site_as_given(cluster, capsys):
     assert rc == 0, out
     assert [(c["playbook"], c["argv"]) for c in cluster.calls] == [("site.yml", ["--tags", "slurm"])]
     assert accepted(cluster) == record  # changed nothing
+    # A --limit run that could not reach a host: the next whole run measures.
+    cluster.unreachable = {"gpu02"}
+    rc, out = provision(cluster, capsys, "--limit", "gpu02", "--skip-tags", "acceptance")
+    assert rc == 1 and "UNREACHABLE" in out and accepted(cluster) is None
+    cluster.unreachable = set()
+    acceptance_reuse.save(str(cluster.inventory), record["fingerprint"], record["hosts"], record["report"])
     # A --limit run that changed a host: the next whole run measures.
     cluster.changed = {"gpu01"}
     cluster.calls.clear()
