@@ -11,7 +11,7 @@ import time
 import yaml
 
 from . import acceptance_reuse as reuse
-from .common import ROOT, CliError
+from .common import ROOT
 from .runner import RunSession, add_run_arguments, options_from_args, run_playbook
 
 # subcommand -> (playbook, one-line help, description)
@@ -94,8 +94,6 @@ def provision(args) -> int:
     opts = options_from_args(args)
     reports = os.path.join(ROOT, "reports")
     cluster = brief_cluster_name(opts.inventory, opts.brief)
-    if not os.path.exists(os.path.abspath(opts.inventory)):
-        raise CliError(f"inventory {opts.inventory} does not exist")
     session = RunSession(opts)
     whole = not (opts.check or opts.limit or opts.tags or opts.skip_tags)
     if not whole or args.reaccept or opts.flush_cache:
@@ -181,11 +179,9 @@ def _runner_for(playbook: str):
         reports = os.path.join(ROOT, "reports")
         # Only this cluster's reports: another inventory's run may write its own meanwhile.
         cluster = brief_cluster_name(opts.inventory, opts.brief)
-        if playbook in ("verify.yml", "site.yml"):
-            gate = latest_gate_dir(reports, since=started, cluster=cluster)
-            if gate or playbook == "verify.yml":
-                print(gate_table(gate))
-        if playbook in ("acceptance.yml", "site.yml"):
+        if playbook == "verify.yml":
+            print(gate_table(latest_gate_dir(reports, since=started, cluster=cluster)))
+        if playbook == "acceptance.yml":
             line = acceptance_line(reports, since=started, cluster=cluster)
             if line:
                 print(line)
