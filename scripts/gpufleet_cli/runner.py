@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 
@@ -129,10 +130,26 @@ class EventTracker:
                     f"  {host:<{width}}  {t['ok']:>4} {t['changed']:>7} {t['failed']:>6} "
                     f"{t['unreachable']:>7} {t['skipped']:>7}"
                 )
-        if self.phases:
+        ran = [p for p in self.phases if p.tasks]
+        if ran:
             lines.append("  phases:")
-            for p in self.phases:
+            for p in ran:
                 lines.append(f"    {p.seconds:7.1f}s  {p.name} ({p.tasks} tasks)")
+        # Plays that matched no host or had every task skipped by tags (the Kubernetes
+        # stages of a Slurm brief): one line. A play that ran in another playbook of the
+        # session (the acceptance, skipped by provision's first step) is listed where it ran.
+        ran_names = {p.name for p in ran}
+        idle = list(dict.fromkeys(p.name for p in self.phases if not p.tasks and p.name not in ran_names))
+        if idle:
+            lines.extend(
+                textwrap.wrap(
+                    f"nothing to run in {len(idle)} more play(s): {'; '.join(idle)}",
+                    width=110,
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                    break_on_hyphens=False,
+                )
+            )
         n_hosts = len(totals)
         failed = sorted(h for h, t in totals.items() if t["failed"])
         unreachable = sorted(h for h, t in totals.items() if t["unreachable"])

@@ -164,3 +164,40 @@ def test_runs_keep_the_fact_cache_between_runs(tmp_path):
     config.prepare()
     assert config.env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] == FACT_CACHE == os.path.join(ROOT, ".cache", "facts")
     assert "--flush-cache" not in " ".join(config.command)
+
+
+def test_summary_folds_plays_with_nothing_to_run_into_one_line():
+    # A Slurm brief's Kubernetes plays match no host; provision's first step skips the
+    # acceptance plays by tag, and its second run has them again with their tasks.
+    tracker = EventTracker(clock=_clock())
+    events = [
+        play("Preflight"),
+        task("t"),
+        play("Kubernetes control plane"),
+        play("NCCL acceptance"),
+        stats(ok={"h": 1}),
+        play("NCCL acceptance"),
+        task("measure"),
+        play("Kueue"),
+        stats(ok={"h": 1}),
+    ]
+    for e in events:
+        tracker.handle(e)
+    text = tracker.summary()
+    phase_lines = [line.strip() for line in text.splitlines() if line.startswith("    ")]
+    assert [line.split(None, 1)[1] for line in phase_lines] == ["Preflight (1 tasks)", "NCCL acceptance (1 tasks)"]
+    assert "  nothing to run in 2 more play(s): Kubernetes control plane; Kueue" in text
+    # A long list wraps under its first line.
+    for i in range(12):
+        tracker.handle(play(f"Kubernetes stage number {i}"))
+    wrapped = tracker.summary().split("  nothing to run in 14 more play(s): ", 1)[1].split("\n  hosts: ")[0]
+    assert all(len(line) <= 110 and line.startswith("    ") for line in wrapped.splitlines()[1:])
+    assert " ".join(line.strip() for line in wrapped.splitlines()).endswith("Kubernetes stage number 11")
+    assert "(0 tasks)" not in text
+
+
+def test_summary_has_no_idle_line_when_every_play_ran_tasks():
+    tracker = EventTracker(clock=_clock())
+    for e in HEALTHY:
+        tracker.handle(e)
+    assert "nothing to run" not in tracker.summary()
