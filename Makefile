@@ -26,7 +26,8 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt
 	@python3 -m venv --help >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q python3-venv; }
 	@[ -x $(BIN)/python ] || python3 -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	@t0=$$(date +%s); $(BIN)/pip install -q --disable-pip-version-check -r requirements.txt; \
+	  echo "== venv: pip install took $$(( $$(date +%s) - t0 )) s"
 	@touch $@
 
 testbed: venv
@@ -50,8 +51,10 @@ test-fast: lint unit
 # The test images are built while lint and the unit tests run (network and
 # dpkg against Python): the two overlap, then the scenarios run side by side.
 test: venv
-	@mkdir -p .cache; scripts/testbed all $(SUITES) >.cache/testbed.log 2>&1 & tb=$$!; \
-	  rc=0; $(MAKE) --no-print-directory test-fast || rc=$$?; \
+	@mkdir -p .cache; t0=$$(date +%s); \
+	  ( if scripts/testbed all $(SUITES) >.cache/testbed.log 2>&1; then r=0; else r=$$?; fi; \
+	    echo "testbed: took $$(( $$(date +%s) - t0 )) s" >>.cache/testbed.log; exit $$r ) & tb=$$!; \
+	  rc=0; $(MAKE) --no-print-directory test-fast || rc=$$?; echo "== lint + unit tests took $$(( $$(date +%s) - t0 )) s"; \
 	  trc=0; wait $$tb || trc=$$?; echo "== scripts/testbed all $(SUITES) (exit $$trc)"; cat .cache/testbed.log; \
 	  [ $$rc -eq 0 ] && [ $$trc -eq 0 ]
 	$(MAKE) --no-print-directory molecule
