@@ -41,7 +41,8 @@ lint: venv
 
 unit: venv
 	@# pytest exits 5 when it collects nothing: not a failure while suites are empty.
-	pytest || { rc=$$?; [ $$rc -eq 5 ] && echo "no unit tests collected" || exit $$rc; }
+	@# -n auto: one worker per core (pytest-xdist).
+	pytest -n auto || { rc=$$?; [ $$rc -eq 5 ] && echo "no unit tests collected" || exit $$rc; }
 
 molecule: venv testbed
 	scripts/molecule_all $(SCENARIOS)
