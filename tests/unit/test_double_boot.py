@@ -18,7 +18,7 @@ UNIT = ROOT / "molecule/resources/doubles/units/gpufleet-double-boot.service"
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod of character devices needs root")
 
 
-def run(tmp_path, profile: dict, *extra: str) -> str:
+def run(tmp_path, profile: dict) -> str:
     (tmp_path / "hw.json").write_text(json.dumps(profile))
     dev = tmp_path / "dev"
     dev.mkdir(exist_ok=True)
@@ -32,7 +32,6 @@ def run(tmp_path, profile: dict, *extra: str) -> str:
             str(tmp_path / "absent.json"),
             "--dev",
             str(dev),
-            *extra,
         ],
         capture_output=True,
         text=True,
