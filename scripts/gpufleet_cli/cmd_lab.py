@@ -1,20 +1,23 @@
 """``gpufleet lab up|down|status``: the embedded lab cluster.
 
-The lab is the Molecule ``cluster`` scenario's hosts (one Slurm controller and
+The lab is the Molecule ``lab`` scenario's hosts (one Slurm controller and
 two GPU nodes with GPU/NIC doubles, podman containers on the gpufleet-lab
 network) kept running so a person can run playbooks against them with
-``-i inventories/lab``. ``molecule test -s cluster`` destroys it.
+``-i inventories/lab``. No test uses these hosts: the ``cluster`` scenario tests
+the same cluster on hosts and a network of its own, so ``make test`` leaves a
+running lab alone.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 from . import acceptance_reuse
 from .common import EXIT_FAILED, FACT_CACHE, ROOT, CliError
 
-SCENARIO = "cluster"
+SCENARIO = "lab"
 INVENTORY = os.path.join(ROOT, "inventories", "lab")
 LAB_HOSTS = ("lab-ctl01", "lab-gpu01", "lab-gpu02")
 
@@ -63,14 +66,22 @@ def forget_facts(cache_dir: str | None = None, hosts: tuple[str, ...] = LAB_HOST
     believe the cached facts of the last lab (its packages, its rails' addresses) for up to the cache's
     timeout (ansible.cfg).
     """
+    cache_dir = cache_dir or FACT_CACHE
+    try:
+        names = os.listdir(cache_dir)
+    except FileNotFoundError:
+        return []
     removed = []
     for host in hosts:
-        path = os.path.join(cache_dir or FACT_CACHE, host)
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            continue
-        removed.append(host)
+        # ansible-core names a host's file <host>, or s<schema id>_<host> from 2.19 on.
+        mine = [n for n in names if n == host or re.fullmatch(r"s\d+_" + re.escape(host), n)]
+        for name in mine:
+            try:
+                os.remove(os.path.join(cache_dir, name))
+            except FileNotFoundError:
+                continue
+        if mine:
+            removed.append(host)
     return removed
 
 

@@ -16,6 +16,14 @@ def test_forget_facts_removes_only_the_lab_hosts(tmp_path):
     assert cmd_lab.forget_facts(str(tmp_path / "absent")) == []
 
 
+def test_forget_facts_removes_the_files_of_ansible_core_2_19s_cache(tmp_path):
+    # ansible-core 2.19 prefixes each key with its cache schema: s1_<host>.
+    for name in ("s1_lab-ctl01", "s1_lab-gpu01", "lab-gpu01", "s1_ci-gpu01", "s1_lab-gpu01x", "xs1_lab-gpu02"):
+        (tmp_path / name).write_text("{}")
+    assert cmd_lab.forget_facts(str(tmp_path)) == ["lab-ctl01", "lab-gpu01"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s1_ci-gpu01", "s1_lab-gpu01x", "xs1_lab-gpu02"]
+
+
 def _fake_lab(monkeypatch, tmp_path, rc=0):
     calls = []
     monkeypatch.setattr(cmd_lab, "FACT_CACHE", str(tmp_path))

@@ -1,0 +1,106 @@
+"""The cluster scenario tests the lab's cluster on hosts, a network and a cluster name of its own."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import subprocess
+import sys
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _gen():
+    path = os.path.join(ROOT, "scripts", "gen_test_inventory")
+    loader = importlib.machinery.SourceFileLoader("gen_test_inventory", path)
+    spec = importlib.util.spec_from_loader("gen_test_inventory", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def _yaml(*parts):
+    with open(os.path.join(ROOT, *parts), encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _hosts(inv: dict) -> dict:
+    out = {}
+    for group in inv["all"]["children"].values():
+        out.update(group.get("hosts") or {})
+    return out
+
+
+def test_the_committed_inventory_is_the_generated_one():
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "gen_test_inventory"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_same_cluster_other_names_addresses_and_cluster_name():
+    lab = _hosts(_yaml("inventories", "lab", "hosts.yml"))
+    ci = _hosts(_yaml("molecule", "cluster", "inventory", "hosts.yml"))
+    assert sorted(ci) == sorted("ci-" + h.removeprefix("lab-") for h in lab)
+    for name, lvars in lab.items():
+        cvars = ci["ci-" + name.removeprefix("lab-")]
+        assert cvars["ansible_host"] == lvars["ansible_host"].replace("10.250.10.", "10.250.50.")
+        assert {k: v for k, v in cvars.items() if k != "ansible_host"} == {
+            k: v for k, v in lvars.items() if k != "ansible_host"
+        }
+    lab_brief = _yaml("inventories", "lab", "brief.yml")
+    ci_brief = _yaml("molecule", "cluster", "inventory", "brief.yml")
+    assert ci_brief["cluster"]["name"] == "ci" != lab_brief["cluster"]["name"]
+    assert ci_brief["networks"]["management"]["cidr"] == "10.250.50.0/24"
+    lab_brief["cluster"]["name"] = "ci"
+    lab_brief["networks"]["management"].update(cidr="10.250.50.0/24", gateway="10.250.50.1")
+    assert ci_brief == lab_brief
+
+
+def test_the_scenarios_share_no_container_network_or_address():
+    def platforms(scenario):
+        return _yaml("molecule", scenario, "molecule.yml")["platforms"]
+
+    seen: dict[str, str] = {}
+    for scenario in ("lab", "cluster", "gpu_stack"):
+        for p in platforms(scenario):
+            for key in (p["name"], p["ip"]):
+                assert key not in seen, f"{key} in both {seen[key]} and {scenario}"
+                seen[key] = scenario
+    nets = {s: {p["network"] for p in platforms(s)} for s in ("lab", "cluster", "gpu_stack")}
+    assert nets["lab"].isdisjoint(nets["cluster"]) and nets["lab"].isdisjoint(nets["gpu_stack"])
+    # Each platform's address is the one its inventory names.
+    ci = _hosts(_yaml("molecule", "cluster", "inventory", "hosts.yml"))
+    assert {p["name"]: p["ip"] for p in platforms("cluster")} == {h: v["ansible_host"] for h, v in ci.items()}
+    lab = _hosts(_yaml("inventories", "lab", "hosts.yml"))
+    assert {p["name"]: p["ip"] for p in platforms("lab")} == {h: v["ansible_host"] for h, v in lab.items()}
+
+
+def test_the_lab_command_drives_the_lab_scenario_which_no_test_runs():
+    from gpufleet_cli import cmd_lab
+
+    assert cmd_lab.SCENARIO == "lab"
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as fh:
+        scenarios = next(line for line in fh if line.startswith("SCENARIOS ?="))
+    assert "lab" not in scenarios.split("=", 1)[1].split()
+
+
+def test_a_lab_file_that_no_longer_matches_stops_the_generator(monkeypatch, tmp_path):
+    gen = _gen()
+    lab = tmp_path / "lab"
+    (lab / "host_vars").mkdir(parents=True)
+    (lab / "hosts.yml").write_text("all:\n  hosts:\n    gpu-a:\n      ansible_host: 10.0.0.1\n")
+    (lab / "brief.yml").write_text("cluster:\n  name: lab\n")
+    monkeypatch.setattr(gen, "LAB", str(lab))
+    try:
+        gen.files()
+    except gen.MappingError as exc:
+        assert "hosts.yml" in str(exc)
+    else:
+        raise AssertionError("an inventory without lab-* hosts must not be mapped")
