@@ -2,19 +2,44 @@
 
 Exit codes: 0 no errors (warnings allowed), 1 errors, 2 unreadable input.
 The checks are those of ``playbooks/preflight.yml`` (same Python core).
+
+The inventory is whatever ``-i`` names in Ansible: a YAML or INI file, an inventory script, an
+inventory plugin's config (constructed, ...), a comma-separated host list, or a directory of
+several of them with group_vars/ and host_vars/. A plain YAML inventory, alone or alone in its
+directory, is read directly (module_utils/inventory_yaml.py: milliseconds for thousands of
+hosts). Everything else is read by Ansible's own inventory (InventoryManager and
+VariableManager, as ``ansible-inventory --list`` and the playbooks read it), in a child Python
+so that its configuration (ANSIBLE_CONFIG, default: the repository's ansible.cfg) and its
+plugin loader stay out of this process. Both give the checks Ansible's ``groups`` and each
+host's variables, untemplated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
-from .common import EXIT_FAILED, EXIT_OK, CliError
+from .common import EXIT_FAILED, EXIT_OK, ROOT, CliError
 
 INVENTORY_NAMES = ("hosts.yml", "hosts.yaml")
 BRIEF_NAME = "brief.yml"
+_YAML_EXTS = (".yml", ".yaml")
+# Directory entries Ansible never takes for inventory sources: hidden files, the vars directories,
+# its default INVENTORY_IGNORE_EXTS, and the brief (this repository's ansible.cfg [inventory] ignore_patterns).
+_IGNORED_ENTRY = re.compile(
+    r"^\.|^host_vars$|^group_vars$|^vars_plugins$|brief\.ya?ml$"
+    r"|(\.pyc|\.pyo|\.swp|\.bak|~|\.rpm|\.md|\.txt|\.rst|\.orig|\.cfg|\.retry)$"
+)
+_PLUGIN_KEY = re.compile(rb"^[\"']?plugin[\"']?\s*:\s*(\S+)", re.M)
+# How long an inventory script or plugin may take before the CLI gives up on it.
+ANSIBLE_TIMEOUT_S = 300
 
 
 def register(sub) -> None:
@@ -24,7 +49,9 @@ def register(sub) -> None:
         description=(
             "Check an inventory against its topology brief before any host is touched: schema, accelerator "
             "catalogue, CUDA/driver/NCCL pins, groups, host addresses, networks, fabric, acceptance floors, "
-            "tenants. Every problem is reported at once. Exit 0: no errors; 1: errors; 2: unreadable input."
+            "tenants. Every problem is reported at once. Exit 0: no errors; 1: errors; 2: unreadable input. "
+            "The inventory is anything ansible-playbook -i reads: a plain YAML inventory is read directly, "
+            "any other form (INI, scripts, plugin configs, several sources) by Ansible's own inventory."
         ),
     )
     p.add_argument(
@@ -32,54 +59,349 @@ def register(sub) -> None:
         "--inventory",
         required=True,
         metavar="PATH",
-        help="inventory directory holding hosts.yml and brief.yml, or a YAML inventory file",
+        help=(
+            "inventory directory holding brief.yml and the inventory (hosts.yml, hosts.ini, scripts, plugin "
+            "configs, group_vars/, host_vars/), or an inventory file, script or host list"
+        ),
     )
-    p.add_argument("--brief", metavar="FILE", help="the brief (required when PATH is a file; default PATH/brief.yml)")
+    p.add_argument(
+        "--brief", metavar="FILE", help="the brief (required when PATH is not a directory; default PATH/brief.yml)"
+    )
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     p.add_argument("--timing", action="store_true", help="print load and validation times on stderr")
     p.set_defaults(func=run)
 
 
-def resolve_paths(inventory: str, brief: str | None) -> tuple[str, str]:
-    """(inventory file, brief file) from the CLI's arguments; CliError(code 2) when missing."""
-    if os.path.isdir(inventory):
-        hosts = next(
-            (os.path.join(inventory, n) for n in INVENTORY_NAMES if os.path.isfile(os.path.join(inventory, n))), None
-        )
-        if hosts is None:
-            raise CliError(f"{inventory}: no {' or '.join(INVENTORY_NAMES)} in this inventory directory")
-        brief = brief or os.path.join(inventory, BRIEF_NAME)
-    elif os.path.isfile(inventory):
-        hosts = inventory
-        if not brief:
-            raise CliError(f"{inventory} is an inventory file: --brief FILE is required")
-    else:
-        raise CliError(f"{inventory}: no such inventory file or directory")
+# --- what -i names ----------------------------------------------------------------------------------
+
+
+@dataclass
+class InventorySource:
+    """An inventory as ``-i`` names it, and how preflight reads it."""
+
+    path: str  # as given
+    form: str  # what it is, for the reader: "YAML: hosts.yml", "INI: hosts.ini", "script: inv.py", ...
+    direct: str | None = None  # the YAML file read directly; None: Ansible's own inventory reads `path`
+    data: Any = None  # that file's parsed content
+
+
+def _entry_form(path: str) -> str:
+    """The form of one inventory source, from its name, mode and first lines (no Ansible)."""
+    name = os.path.basename(path)
+    if os.path.isdir(path):
+        return f"directory: {name}"
+    ext = os.path.splitext(name)[1].lower()
+    if ext in _YAML_EXTS or ext == ".json":
+        try:
+            with open(path, "rb") as fh:
+                m = _PLUGIN_KEY.search(fh.read(65536))
+        except OSError:
+            m = None
+        if m:
+            plugin = m.group(1).decode(errors="replace").strip("\"'")
+            return f"plugin config ({plugin}): {name}"
+        return f"{'JSON' if ext == '.json' else 'YAML'}: {name}"
+    if os.access(path, os.X_OK):
+        return f"script: {name}"
+    return f"INI: {name}"
+
+
+def _yaml_source(path: str, shown: str) -> InventorySource:
+    """A .yml/.yaml source: read directly unless it is an inventory plugin's config."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import load_yaml_file
+
+    data = load_yaml_file(path)  # a syntax error is an error here, as it is for Ansible's yaml plugin
+    if isinstance(data, dict) and data.get("plugin"):
+        return InventorySource(shown, f"plugin config ({str(data['plugin'])[:80]}): {os.path.basename(path)}")
+    return InventorySource(shown, f"YAML: {os.path.basename(path)}", direct=path, data=data)
+
+
+def resolve_source(inventory: str, brief: str | None) -> tuple[InventorySource, str]:
+    """(inventory source, brief file) from the CLI's arguments; CliError(code 2) when missing.
+
+    The brief is PATH/brief.yml for a directory; any other form needs ``--brief``.
+    """
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import InventoryError
+
+    try:
+        if os.path.isdir(inventory):
+            entries = [e for e in sorted(os.listdir(inventory)) if not _IGNORED_ENTRY.search(e)]
+            if not entries:
+                raise CliError(
+                    f"{inventory}: no {' or '.join(INVENTORY_NAMES)} or other inventory source in this directory"
+                )
+            full = [os.path.join(inventory, e) for e in entries]
+            if len(full) == 1 and os.path.isfile(full[0]) and full[0].lower().endswith(_YAML_EXTS):
+                src = _yaml_source(full[0], inventory)
+            elif len(full) == 1:
+                src = InventorySource(inventory, _entry_form(full[0]))
+            else:
+                src = InventorySource(inventory, "directory: " + ", ".join(_entry_form(f) for f in full))
+            brief = brief or os.path.join(inventory, BRIEF_NAME)
+        elif os.path.isfile(inventory):
+            if inventory.lower().endswith(_YAML_EXTS):
+                src = _yaml_source(inventory, inventory)
+            else:
+                src = InventorySource(inventory, _entry_form(inventory))
+            if not brief:
+                raise CliError(f"{inventory} is an inventory file: --brief FILE is required")
+        elif "," in inventory:
+            src = InventorySource(inventory, "host list")
+            if not brief:
+                raise CliError(f"{inventory} is a host list: --brief FILE is required")
+        else:
+            raise CliError(f"{inventory}: no such inventory file or directory")
+    except InventoryError as exc:
+        raise CliError(str(exc)) from None
     if not os.path.isfile(brief):
         raise CliError(f"{brief}: no such brief file")
-    return hosts, brief
+    return src, brief
+
+
+def resolve_paths(inventory: str, brief: str | None) -> tuple[str, str]:
+    """(inventory, brief file): the YAML file read directly when there is one, else PATH as given."""
+    src, brief_file = resolve_source(inventory, brief)
+    return src.direct or src.path, brief_file
+
+
+# --- reading it -------------------------------------------------------------------------------------
+
+
+def load_source(src: InventorySource):
+    """The inventory (groups, host variables, notes) and how it was read ("read directly (...)")."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import (
+        InventoryError,
+        NotReadDirectly,
+        load_inventory,
+    )
+
+    form = src.form
+    if src.direct:
+        try:
+            return load_inventory(src.direct, data=src.data), f"read directly ({form})"
+        except InventoryError as exc:
+            raise CliError(str(exc)) from None
+        except NotReadDirectly as exc:
+            form = f"{form}, {exc}"
+    return load_with_ansible(src.path, form), f"read by Ansible's inventory ({form})"
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("ANSIBLE_CONFIG", os.path.join(ROOT, "ansible.cfg"))
+    env["ANSIBLE_NOCOLOR"] = "1"
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    # Every source Ansible cannot parse stops the read: the child reports it (Ansible's own default
+    # is a warning and an inventory without that source's hosts and variables).
+    env["ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.join(ROOT, "scripts"), os.path.join(ROOT, "collections"), env.get("PYTHONPATH", "")]
+    ).rstrip(os.pathsep)
+    return env
+
+
+def ansible_read(sources: list[str], keys: list[str] | None = None, timeout: float = ANSIBLE_TIMEOUT_S) -> list[dict]:
+    """Read each source with Ansible's own inventory, in a child Python; one result per source.
+
+    A result is ``{"source", "groups", "hostvars", "vault_hosts"}``, or ``{"source", "error"}``.
+    ``keys``: keep only these host variables (None: all of them, less Ansible's internal ones).
+    """
+    argv = [sys.executable, "-c", "from gpufleet_cli.cmd_preflight import _ansible_child; _ansible_child()"]
+    argv += [
+        "--keys",
+        ",".join(keys) if keys is not None else "*",
+        *[os.path.abspath(s) if "," not in s else s for s in sources],
+    ]
+    try:
+        proc = subprocess.run(
+            argv,
+            env=_child_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise CliError(f"{', '.join(sources)}: Ansible's inventory did not finish in {timeout:.0f} s") from None
+    try:
+        results = json.loads(proc.stdout)
+    except ValueError:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise CliError(
+            f"{', '.join(sources)}: Ansible's inventory stopped (exit {proc.returncode}): {tail[0][:300]}"
+        ) from None
+    if proc.stderr.strip():
+        # Ansible's warnings (deprecations, skipped keys), as ansible-playbook would print them.
+        sys.stderr.write(proc.stderr if proc.stderr.endswith("\n") else proc.stderr + "\n")
+    return results
+
+
+def load_with_ansible(path: str, form: str):
+    """An :class:`Inventory` from Ansible's own inventory; CliError names the file, form and Ansible's message."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import Inventory
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import READ_HOST_VARS
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import WARNING, violation
+
+    (result,) = ansible_read([path], keys=list(READ_HOST_VARS))
+    if "error" in result:
+        # Inside a directory, the source that failed (named under PATH as given), with its own form.
+        failed, hint = path, ""
+        inside = os.path.relpath(result.get("file") or path, os.path.abspath(path))
+        if os.path.isdir(path) and inside != "." and not inside.startswith(".."):
+            failed = os.path.join(path, inside)
+            if form.startswith("directory: "):
+                hint = (
+                    f"; Ansible reads every file in {path} as an inventory source: if this one is not one, "
+                    "move it out or add it to [inventory] ignore_patterns in ansible.cfg"
+                )
+            form = _entry_form(failed)
+        raise CliError(f"{failed}: Ansible's inventory cannot read it ({form}): {result['error']}{hint}")
+    notes = [
+        violation(
+            "INPUT_VAULT_SKIPPED",
+            "hostvars",
+            # The direct reader's words: the same violation whichever reader ran.
+            "expected plain values, found !vault values: they are not decrypted here",
+            host=h,
+            severity=WARNING,
+        )
+        for h in result["vault_hosts"]
+    ]
+    return Inventory(result["groups"], result["hostvars"], notes)
+
+
+# --- the child Python: Ansible's own inventory ------------------------------------------------------
+# Runs under `python -c` from ansible_read(); the tests reach it through ansible_read only.
+
+
+def _plain(value: Any, encrypted: type, vault: list[bool], depth: int = 0) -> Any:
+    """Ansible's tagged values as plain JSON data, as the playbook's preflight filter hands them to the
+    checks (never templated). A vault-encrypted value that cannot be decrypted becomes the placeholder
+    the direct reader uses, and ``vault[0]`` is set."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import VAULT_PLACEHOLDER
+
+    if depth > 20:
+        return None
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, encrypted):
+        try:
+            return str(value)
+        except Exception:  # no vault secret, or the wrong one
+            vault[0] = True
+            return VAULT_PLACEHOLDER
+    if isinstance(value, dict):
+        return {str(k): _plain(v, encrypted, vault, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v, encrypted, vault, depth + 1) for v in value]
+    return str(value)
+
+
+def _ansible_child() -> None:  # pragma: no cover - runs in the child Python
+    """``--keys K1,K2|* SOURCE...`` → a JSON list on stdout, one result per source (see ansible_read)."""
+    args = sys.argv[1:]
+    keys = None if args[1] == "*" else set(filter(None, args[1].split(",")))
+    from ansible import constants as C
+    from ansible.cli import CLI
+    from ansible.cli.inventory import InventoryCLI
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.parsing.vault import EncryptedString
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.utils.display import Display
+    from ansible.vars.manager import VariableManager
+
+    init_plugin_loader()
+    failures: list[str] = []
+
+    def collect(msg, exception, **_kw):
+        # Ansible reports this way each plugin that tried a source and failed, before it gives up on it.
+        m = re.search(r"'([^']+)'", str(msg or ""))
+        plugin = re.sub(r"^ansible_collections\.(\w+\.\w+)\.plugins\.inventory\.", r"\1.", m.group(1)) if m else "?"
+        # The help text holds what the source said (an inventory script's standard error).
+        help_text = getattr(exception, "_help_text", None)
+        failures.append(f"{plugin} plugin: {exception}" + (f" {help_text.strip()}" if help_text else ""))
+
+    Display().error_as_warning = collect
+    enabled = [str(p) for p in C.INVENTORY_ENABLED]
+    out = []
+    for source in args[2:]:
+        failures.clear()
+        try:
+            loader = DataLoader()
+            # The preflight playbook's directory: playbook-relative group_vars/ apply as they do there.
+            loader.set_basedir(os.path.join(ROOT, "playbooks"))
+            # A configured vault password (ANSIBLE_VAULT_PASSWORD_FILE, ...) decrypts as in a playbook; without
+            # one, encrypted values are reported, not read.
+            with contextlib.suppress(Exception):
+                CLI.setup_vault_secrets(loader, vault_ids=list(C.DEFAULT_VAULT_IDENTITY_LIST), auto_prompt=False)
+            inventory = InventoryManager(loader=loader, sources=[source])
+            vm = VariableManager(loader=loader, inventory=inventory)
+            groups = {str(g): [str(h) for h in hs] for g, hs in inventory.get_groups_dict().items()}
+            hostvars, vault_hosts = {}, []
+            for host in inventory.get_hosts():
+                # What ansible-inventory --list prints for the host: every group's and the host's own.
+                hv = InventoryCLI._remove_internal(vm.get_vars(host=host, include_hostvars=False, stage="all"))
+                vault = [False]
+                hostvars[str(host.name)] = {
+                    str(k): _plain(v, EncryptedString, vault) for k, v in hv.items() if keys is None or k in keys
+                }
+                if vault[0]:
+                    vault_hosts.append(str(host.name))
+            out.append({"source": source, "groups": groups, "hostvars": hostvars, "vault_hosts": vault_hosts})
+        except Exception as exc:
+            m = re.search(r"failed to parse inventory source (.+)$", str(exc))
+            failed = m.group(1).strip() if m else source
+            message = "; ".join(failures) or f"{type(exc).__name__}: {exc}"
+            if (
+                os.path.isfile(failed)
+                and os.access(failed, os.X_OK)
+                and not {"script", "ansible.builtin.script"} & set(enabled)
+            ):
+                message += (
+                    " -- it is executable, but the script inventory plugin is not enabled: add "
+                    f"ansible.builtin.script to [inventory] enable_plugins in {C.CONFIG_FILE or 'ansible.cfg'}"
+                )
+            else:
+                message += f" (enabled inventory plugins: {', '.join(enabled)})"
+            out.append({"source": source, "file": failed, "error": " ".join(message.split())})
+    json.dump(out, sys.stdout)
+
+
+# --- the command ------------------------------------------------------------------------------------
 
 
 def run_preflight(inventory: str, brief: str | None) -> tuple[list[dict], dict]:
-    """Load and check; returns (violations, timings in seconds). Raises CliError on unreadable input."""
+    """Load and check; returns (violations, timings and how the inventory was read). CliError on unreadable input."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import (
         InventoryError,
-        load_inventory,
         load_yaml_file,
     )
     from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import check
 
-    hosts_file, brief_file = resolve_paths(inventory, brief)
     t0 = time.perf_counter()
+    src, brief_file = resolve_source(inventory, brief)
     try:
         brief_data = load_yaml_file(brief_file)
-        inv = load_inventory(hosts_file)
     except InventoryError as exc:
         raise CliError(str(exc)) from None
+    inv, read = load_source(src)
     t1 = time.perf_counter()
     violations = inv.notes + check(brief_data, inv.groups, inv.hostvars)
     t2 = time.perf_counter()
-    return violations, {"load_s": t1 - t0, "validate_s": t2 - t1, "hosts": len(inv.groups.get("all", []))}
+    return violations, {
+        "load_s": t1 - t0,
+        "validate_s": t2 - t1,
+        "hosts": len(inv.groups.get("all", [])),
+        "read": read,
+    }
 
 
 def run(args) -> int:
@@ -90,9 +412,11 @@ def run(args) -> int:
     violations = sorted(violations, key=sort_key)
     ok = not has_errors(violations)
     if args.format == "json":
+        print(f"inventory: {timing['read']}", file=sys.stderr)
         json.dump({"ok": ok, "violations": violations}, sys.stdout, indent=2, ensure_ascii=True)
         sys.stdout.write("\n")
     else:
+        print(f"inventory: {timing['read']}")
         if violations:
             print(format_report(violations, summary=False))
         print(

@@ -5,22 +5,29 @@
 For the CLI's ``preflight``, which must not run Ansible and must be fast on
 thousands of hosts: PyYAML's C loader, then Ansible's YAML-inventory semantics:
 
-- ``all`` / ``children`` / ``hosts`` / ``vars``, host ranges (``gpu[001:016]``);
+- ``all`` / ``children`` / ``hosts`` / ``vars``, in the order they are written, host
+  ranges (``gpu[001:016]``), a string where a mapping is expected (``hosts: gpu01``);
 - ``groups[g]`` holds the hosts of ``g`` and of all its descendants, as Ansible's
   ``groups`` does; every host is in ``all``, hosts in no other group in ``ungrouped``;
-- variable precedence (hash_behaviour=replace): inventory-file vars of ``all`` <
-  ``group_vars/all`` < inventory-file vars of other groups (by depth, then name) <
+- variable precedence (hash_behaviour=replace, Ansible's default VARIABLE_PRECEDENCE):
+  inventory-file vars of ``all`` < inventory-file vars of other groups (by depth below
+  ``all``, then ``ansible_group_priority``, then name) < ``group_vars/all`` <
   ``group_vars/<group>`` (same order) < inventory-file host vars < ``host_vars/<host>``;
-- ``group_vars/<g>.yml|.yaml|.json|<g>`` and ``group_vars/<g>/**`` (sorted), same for host_vars.
+- ``group_vars/<g>`` is the first of ``<g>`` (a file, or a directory read recursively in
+  sorted order), ``<g>.yml``, ``<g>.yaml``, ``<g>.json``, as Ansible's host_group_vars
+  plugin finds it; same for host_vars.
 
 Values are data, never templated: ``{{ ... }}`` stays a string. Vault-encrypted
 files and ``!vault`` values cannot be read here: they are skipped and reported.
+What this reader does not reproduce (``host:port`` keys) raises :class:`NotReadDirectly`,
+so that the caller hands the file to Ansible's own inventory instead.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import string
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,13 +36,20 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import 
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 VAULT_PLACEHOLDER = "<vault-encrypted>"
+# Ansible's order: a name without extension first (a file, or a directory), then YAML_FILENAME_EXTENSIONS.
 _VAR_EXTS = ("", ".yml", ".yaml", ".json")
-_RANGE_RE = re.compile(r"^(.*?)\[([0-9a-zA-Z]+):([0-9a-zA-Z]+)(?::(\d+))?\](.*)$")
+_RANGE_RE = re.compile(r"^(.*?)\[([^\[\]:]*):([^\[\]:]*)(?::([^\[\]:]*))?\](.*)$")
+# A host key with a colon outside [...]: a port (gpu01:2222) or an IPv6 address (so is "[::1]:22").
+_PORT_RE = re.compile(r":(?![^\[]*\])")
 MAX_RANGE = 1_000_000
 
 
 class InventoryError(Exception):
     """Input that cannot be read: the message names the file (and line when known)."""
+
+
+class NotReadDirectly(Exception):
+    """The file is a valid inventory only Ansible's own parser reads exactly (the message says why)."""
 
 
 class _GpufleetLoader(_Loader):  # type: ignore[misc, valid-type]
@@ -80,24 +94,41 @@ def load_yaml_text(data: bytes | str, path: str) -> Any:
 
 
 def expand_hostname_range(pattern: str) -> list[str]:
-    """``gpu[01:03]`` → gpu01, gpu02, gpu03 (Ansible's numeric and alphabetic ranges, with step)."""
+    """``gpu[01:03]`` → gpu01, gpu02, gpu03: Ansible's numeric and alphabetic ranges, with step.
+
+    As Ansible: an empty start is 0, a zero-padded start needs an end of the same width, and a
+    letter range runs over a-z then A-Z. Stricter than Ansible: an end before the start is an
+    error here, where Ansible silently adds no host.
+    """
     m = _RANGE_RE.match(pattern)
     if not m:
         return [pattern]
     head, beg, end, step, tail = m.groups()
-    step_n = int(step) if step else 1
+    beg = beg or "0"
+    try:
+        step_n = int(step) if step else 1
+    except ValueError:
+        raise ValueError(f"bad range step in {pattern!r}") from None
     if step_n < 1:
         raise ValueError(f"bad range step in {pattern!r}")
-    if beg.isdigit() and end.isdigit():
-        width = len(beg) if beg.startswith("0") and len(beg) > 1 else 0
-        lo, hi = int(beg), int(end)
+    if not end:
+        raise ValueError(f"bad range in {pattern!r}: no end value")
+    width = len(beg) if beg[0] == "0" and len(beg) > 1 else 0
+    if width and len(end) != width:
+        raise ValueError(f"bad range in {pattern!r}: zero-padded start and end of different widths")
+    if beg in string.ascii_letters and end in string.ascii_letters:
+        lo, hi = string.ascii_letters.index(beg), string.ascii_letters.index(end)
+        if hi < lo:
+            raise ValueError(f"bad range in {pattern!r}")
+        items = list(string.ascii_letters[lo : hi + 1 : step_n])
+    else:
+        try:
+            lo, hi = int(beg), int(end)
+        except ValueError:
+            raise ValueError(f"bad range in {pattern!r}") from None
         if hi < lo or (hi - lo) // step_n > MAX_RANGE:
             raise ValueError(f"bad range in {pattern!r}")
         items = [str(n).zfill(width) for n in range(lo, hi + 1, step_n)]
-    elif len(beg) == 1 and len(end) == 1 and beg.isalpha() and end.isalpha() and beg <= end:
-        items = [chr(c) for c in range(ord(beg), ord(end) + 1, step_n)]
-    else:
-        raise ValueError(f"bad range in {pattern!r}")
     out: list[str] = []
     for item in items:
         out.extend(expand_hostname_range(f"{head}{item}{tail}"))
@@ -111,6 +142,7 @@ class _Group:
     hosts: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
     parents: list[str] = field(default_factory=list)
+    priority: int = 1  # ansible_group_priority
 
 
 @dataclass
@@ -150,41 +182,60 @@ class _Builder:
                     f"{self.source}: group {name!r:.60}: unexpected key {key!r:.60} "
                     "(only vars, children and hosts are valid)"
                 )
-        gvars = data.get("vars")
-        if gvars is not None:
-            if not isinstance(gvars, dict):
-                raise InventoryError(f"{self.source}: vars of group {name!r:.60} must be a mapping")
-            group.vars.update(gvars)
-        hosts = data.get("hosts")
-        if hosts is not None:
-            if not isinstance(hosts, dict):
-                raise InventoryError(f"{self.source}: hosts of group {name!r:.60} must be a mapping")
-            for pattern, hvars in hosts.items():
-                if not isinstance(pattern, str | int):
-                    raise InventoryError(f"{self.source}: host name in group {name!r:.60} must be a string")
+        # In the order written, as Ansible does: it decides which inline value of a host listed
+        # twice wins, and the order of hosts in their groups.
+        for key, section in data.items():
+            if isinstance(section, str):
+                section = {section: None}  # `hosts: gpu01` is `hosts: {gpu01: }`, as in Ansible
+            if section is None:
+                continue
+            if not isinstance(section, dict):
+                raise InventoryError(f"{self.source}: {key} of group {name!r:.60} must be a mapping")
+            if key == "vars":
+                self.set_group_vars(group, section)
+            elif key == "hosts":
+                self.parse_hosts(group, section)
+            else:
+                for child, cdata in section.items():
+                    self.parse_group(child, cdata, depth + 1)
+                    c = self.groups[child]
+                    if child == name or self._is_ancestor(child, name):
+                        raise InventoryError(f"{self.source}: group {child!r:.60} cannot be a child of itself")
+                    if child not in group.children:
+                        group.children.append(child)
+                    if name not in c.parents:
+                        c.parents.append(name)
+
+    def set_group_vars(self, group: _Group, gvars: dict) -> None:
+        for key, value in gvars.items():
+            if key == "ansible_group_priority":
+                # Not a variable: Ansible orders groups of the same depth by it (default 1).
                 try:
-                    names = expand_hostname_range(str(pattern))
-                except ValueError as exc:
-                    raise InventoryError(f"{self.source}: group {name!r:.60}: {exc}") from None
-                if hvars is not None and not isinstance(hvars, dict):
-                    raise InventoryError(f"{self.source}: vars of host {str(pattern)!r:.60} must be a mapping")
-                for host in names:
-                    self.add_host(host, group)
-                    if hvars:
-                        self.host_vars.setdefault(host, {}).update(hvars)
-        children = data.get("children")
-        if children is not None:
-            if not isinstance(children, dict):
-                raise InventoryError(f"{self.source}: children of group {name!r:.60} must be a mapping")
-            for child, cdata in children.items():
-                self.parse_group(child, cdata, depth + 1)
-                c = self.groups[child]
-                if child == name or self._is_ancestor(child, name):
-                    raise InventoryError(f"{self.source}: group {child!r:.60} cannot be a child of itself")
-                if child not in group.children:
-                    group.children.append(child)
-                if name not in c.parents:
-                    c.parents.append(name)
+                    group.priority = int(value)
+                except (TypeError, ValueError):
+                    raise InventoryError(
+                        f"{self.source}: ansible_group_priority of group {group.name!r:.60} must be an integer, "
+                        f"found {value!r:.60}"
+                    ) from None
+            else:
+                group.vars[key] = value
+
+    def parse_hosts(self, group: _Group, hosts: dict) -> None:
+        for pattern, hvars in hosts.items():
+            if not isinstance(pattern, str | int):
+                raise InventoryError(f"{self.source}: host name in group {group.name!r:.60} must be a string")
+            if isinstance(pattern, str) and (pattern.startswith("[") or _PORT_RE.search(pattern)):
+                raise NotReadDirectly(f"host {pattern!r:.60} has a port or an IPv6 address")
+            try:
+                names = expand_hostname_range(str(pattern))
+            except ValueError as exc:
+                raise InventoryError(f"{self.source}: group {group.name!r:.60}: {exc}") from None
+            if hvars is not None and not isinstance(hvars, dict):
+                raise InventoryError(f"{self.source}: vars of host {str(pattern)!r:.60} must be a mapping")
+            for host in names:
+                self.add_host(host, group)
+                if hvars:
+                    self.host_vars.setdefault(host, {}).update(hvars)
 
     def _is_ancestor(self, candidate: str, of: str) -> bool:
         todo, seen = [of], set()
@@ -217,10 +268,11 @@ def _depths(groups: dict[str, _Group]) -> dict[str, int]:
         for c in groups[name].children:
             walk(c, d + 1, stack | {name})
 
-    # Top-level groups are children of all.
+    # Ansible's depth: the longest path down from all; groups written at the top level are
+    # children of all, as are those listed under all's children.
     for name, g in groups.items():
-        if name != "all" and not g.parents:
-            walk(name, 1, frozenset())
+        if name != "all" and (not g.parents or "all" in g.parents):
+            walk(name, 1, frozenset({"all"}))
     depth["all"] = 0
     for name in groups:
         depth.setdefault(name, 1)
@@ -228,21 +280,32 @@ def _depths(groups: dict[str, _Group]) -> dict[str, int]:
 
 
 def _var_files(base: str, name: str) -> list[str]:
-    """Files Ansible's host_group_vars plugin would read for ``name`` under ``base``."""
-    files = []
+    """Files Ansible's host_group_vars plugin reads for ``name`` under ``base``.
+
+    The first of ``name``, ``name.yml``, ``name.yaml``, ``name.json`` that exists, and only that
+    one: a file, or a directory whose files are read in sorted order, recursing into
+    subdirectories where they sort.
+    """
     for ext in _VAR_EXTS:
         p = os.path.join(base, name + ext)
-        if (ext and os.path.isfile(p)) or (not ext and os.path.isfile(p)):
-            files.append(p)
-    d = os.path.join(base, name)
-    if os.path.isdir(d):
-        for root, dirs, fnames in os.walk(d):
-            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
-            for f in sorted(fnames):
-                if f.startswith(".") or f.endswith("~"):
-                    continue
-                if os.path.splitext(f)[1] in _VAR_EXTS:
-                    files.append(os.path.join(root, f))
+        if os.path.isdir(p):
+            return _dir_var_files(p)
+        if os.path.exists(p):
+            return [p]
+    return []
+
+
+def _dir_var_files(path: str) -> list[str]:
+    files = []
+    for entry in sorted(os.listdir(path)):
+        if entry.startswith(".") or entry.endswith("~"):
+            continue
+        ext = os.path.splitext(entry)[1]
+        full = os.path.join(path, entry)
+        if os.path.isdir(full) and not ext:
+            files.extend(_dir_var_files(full))
+        elif os.path.isfile(full) and ext in _VAR_EXTS:
+            files.append(full)
     return files
 
 
@@ -272,14 +335,25 @@ def _load_var_files(base: str, name: str, notes: list[dict], host: str | None = 
     return merged
 
 
-def load_inventory(path: str) -> Inventory:
-    """Load a YAML inventory file, with group_vars/ and host_vars/ beside it."""
-    data = load_yaml_file(path)
+_UNREAD = object()
+
+
+def load_inventory(path: str, data: Any = _UNREAD) -> Inventory:
+    """Load a YAML inventory file, with group_vars/ and host_vars/ beside it.
+
+    ``data``: the file's content when the caller has parsed it already (see :func:`load_yaml_file`).
+    Raises :class:`InventoryError` for what Ansible cannot read either, :class:`NotReadDirectly`
+    for what Ansible reads but this reader does not reproduce.
+    """
+    if data is _UNREAD:
+        data = load_yaml_file(path)
     b = _Builder(path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise InventoryError(f"{path}: expected a YAML inventory (a mapping of groups), found {type(data).__name__}")
+    if data.get("plugin"):
+        raise NotReadDirectly(f"a config of the inventory plugin {str(data['plugin'])!r:.80}")
     for name, gdata in data.items():
         b.parse_group(name, gdata)
     groups = b.groups
@@ -291,7 +365,7 @@ def load_inventory(path: str) -> Inventory:
     groups["all"].hosts = list(b.host_order)
 
     depth = _depths(groups)
-    order = sorted((g for g in groups if g != "all"), key=lambda g: (depth[g], g))
+    order = sorted((g for g in groups if g != "all"), key=lambda g: (depth[g], groups[g].priority, g))
 
     # Descendant host lists (Ansible's groups[g] includes hosts of child groups).
     resolved: dict[str, list[str]] = {}
@@ -334,10 +408,12 @@ def load_inventory(path: str) -> Inventory:
         key = tuple(memberships[h])
         layer = layer_cache.get(key)
         if layer is None:
+            # Ansible's default VARIABLE_PRECEDENCE: all_inventory, groups_inventory,
+            # all_plugins_inventory (group_vars/all), groups_plugins_inventory.
             layer = dict(groups["all"].vars)
-            layer.update(file_gvars.get("all", {}))
             for g in key:
                 layer.update(groups[g].vars)
+            layer.update(file_gvars.get("all", {}))
             for g in key:
                 layer.update(file_gvars.get(g, {}))
             layer_cache[key] = layer
@@ -364,6 +440,7 @@ __all__ = [
     "VAULT_PLACEHOLDER",
     "Inventory",
     "InventoryError",
+    "NotReadDirectly",
     "expand_hostname_range",
     "load_inventory",
     "load_yaml_file",
