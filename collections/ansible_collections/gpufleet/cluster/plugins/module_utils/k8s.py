@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import brief_schema
+from ansible_collections.gpufleet.cluster.plugins.module_utils import brief_schema, vendor_matrix
 
 GPU_RESOURCE = "nvidia.com/gpu"
 LABEL_PREFIX = "gpufleet.io/"
@@ -382,7 +382,6 @@ def gpu_operator_values(brief: Any, driver_enabled: bool = False, toolkit_enable
     fabric = (clean["networks"].get("fabric") or {}).get("type", "none")
     rdma_pools = [p for p in pools if p.get("gpudirect_rdma")]
     values: dict[str, Any] = {
-        "operator": {"defaultRuntime": "containerd"},
         "driver": {"enabled": driver_enabled},
         "toolkit": {"enabled": toolkit_enabled},
         "dcgmExporter": {"enabled": True},
@@ -399,6 +398,11 @@ def gpu_operator_values(brief: Any, driver_enabled: bool = False, toolkit_enable
         }
         if any(p.get("gds") for p in pools):
             values["gds"] = {"enabled": True}
+    # operator.defaultRuntime exists only in charts before v25.3.0 (the vendor matrix); a newer or
+    # unpinned chart gets none.
+    runtime = vendor_matrix.gpu_operator_default_runtime(clean["software"].get("gpu_operator"))
+    if runtime:
+        values["operator"] = {"defaultRuntime": runtime}
     if values["migManager"]["enabled"]:
         values["migManager"]["config"] = {"default": "all-disabled"}
     if any(p.get("sharing") == "time-slicing" for p in pools):

@@ -1,0 +1,255 @@
+"""The roles' defaults and per-OS vars install what the vendor matrix says NVIDIA ships.
+
+For every OS and architecture of module_utils/vendor_matrix.py and every version it knows, the
+roles' variables (defaults/main.yml + vars/, rendered as Ansible would, see role_vars.py) give
+the matrix's package names, version strings and repository URLs. The lab's path (Debian 12,
+x86_64, the lab brief's pins) is also pinned literally: it must not move.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils import compat, k8s
+from ansible_collections.gpufleet.cluster.plugins.module_utils import vendor_matrix as vm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.catalogue import ACCELERATORS, TOPOLOGIES
+from role_vars import ROOT, role_vars
+
+KNOWN = vm.KNOWN_VERSIONS
+OS_ARCH = list(itertools.product(vm.OSES, vm.ARCHES))
+
+
+def facts(os: str, arch: str) -> dict:
+    return dict(vm.OS_FACTS[os], os_family=vm.OS_FAMILY[os], architecture=arch)
+
+
+def brief(**software) -> dict:
+    base = {"driver": "570.133.20", "driver_flavor": "open", "cuda": "12.8", "nccl": "2.26.2"}
+    base.update(software)
+    return {"software": base, "cluster": {"name": "t"}}
+
+
+# ---- the matrix itself --------------------------------------------------------------------------
+
+
+def test_every_row_cites_a_source_and_the_date_checked():
+    for row in vm.ROWS:
+        assert row.component in vm.COMPONENTS, row
+        assert row.source.url, row
+        assert row.source.checked == vm.CHECKED, row
+        assert row.source.confirmed or row.source.note, f"unconfirmed without a reason: {row}"
+
+
+def test_each_fact_has_one_row_per_os_arch_and_version():
+    """No two rows answer the same question differently (overlapping OS, arch and version ranges)."""
+    versions = dict(KNOWN)
+    versions["fabricmanager"] = versions["imex"] = versions["driver"]
+    for (component, key), group in itertools.groupby(
+        sorted(vm.ROWS, key=lambda r: (r.component, r.key)), key=lambda r: (r.component, r.key)
+    ):
+        group = list(group)
+        if component == "cuda" and key == "package_versions":
+            continue  # one table split by source
+        for os, arch, version in itertools.product(vm.OSES, vm.ARCHES, versions.get(component, (None,))):
+            hits = [r for r in group if r.matches(os, arch, version)]
+            assert len(hits) <= 1, (component, key, os, arch, version, hits)
+
+
+def test_known_driver_versions_cover_the_catalogue_branches():
+    branches = {compat.driver_branch(v) for v in KNOWN["driver"]}
+    assert {a.min_driver_branch for a in ACCELERATORS.values()} - {450, 460, 525} <= branches
+
+
+def test_os_key_from_ansible_facts():
+    assert vm.os_key("Debian", "12") == "debian12"
+    assert vm.os_key("Ubuntu", "24") == "ubuntu2404"
+    assert vm.os_key("Rocky", 9) == "rhel9"
+    assert vm.os_key("Ubuntu", "20") is None
+
+
+# ---- nvidia_driver: driver, fabric manager, NSCQ, IMEX ------------------------------------------
+
+
+@pytest.mark.parametrize(("os", "arch"), OS_ARCH)
+@pytest.mark.parametrize("driver", KNOWN["driver"])
+@pytest.mark.parametrize("flavor", ["open", "proprietary"])
+def test_nvidia_driver_role_matches_the_matrix(os, arch, driver, flavor):
+    pool = {"topology": "nvl72", "group": "gpu"}
+    r = role_vars("nvidia_driver", facts(os, arch), brief(driver=driver, driver_flavor=flavor), {"gpufleet_pool": pool})
+    v = {"os": os, "arch": arch, "version": driver}
+    assert r["nvidia_driver_repo_url"] == vm.value("cuda-repo", "url", **v)
+    assert r["nvidia_driver_repo_key_url"] == vm.value("cuda-repo", "url", **v) + vm.value("cuda-repo", "key_file", **v)
+    assert r["nvidia_driver_package_version"] == vm.value("driver", "package_version", **v)
+    assert r["nvidia_driver_packages"] == vm.value("driver", f"packages.{flavor}", **v)
+    assert r["_nvidia_driver_os"]["persistenced_packages"] == vm.value("driver", "persistenced_packages", **v)
+    assert r["nvidia_driver_fabricmanager_packages"] == vm.value("fabricmanager", "packages", **v)
+    assert r["nvidia_driver_fabricmanager_package_version"] == vm.value("fabricmanager", "package_version", **v)
+    assert r["nvidia_driver_imex_packages"] == vm.value("imex", "packages", **v)
+    if os == "rhel9":
+        assert r["_nvidia_driver_os"]["dnf_module"] == vm.value("driver", f"dnf_module.{flavor}", **v)
+    # Every pinned package is wanted at its own version (fabric manager and IMEX at theirs).
+    fm = set(r["nvidia_driver_fabricmanager_packages"] + r["nvidia_driver_imex_packages"])
+    for name, version in r["_nvidia_driver_pins"]:
+        expected = (
+            r["nvidia_driver_fabricmanager_package_version"] if name in fm else r["nvidia_driver_package_version"]
+        )
+        assert version == expected, (name, version)
+
+
+def test_imex_is_on_for_multi_node_nvlink_pools_only():
+    required = vm.value("imex", "required_by", "ubuntu2404")
+    assert set(required) <= set(TOPOLOGIES)
+    for topology in TOPOLOGIES:
+        r = role_vars(
+            "nvidia_driver", facts("ubuntu2404", "aarch64"), brief(), {"gpufleet_pool": {"topology": topology}}
+        )
+        assert r["nvidia_driver_imex"] == (topology in required), topology
+    r = role_vars("nvidia_driver", facts("ubuntu2404", "aarch64"), brief(), {"gpufleet_pool": {"topology": "nvl72"}})
+    assert r["nvidia_driver_imex_nodes_config"] == vm.value("imex", "nodes_config", "ubuntu2404")
+
+
+def test_the_lab_driver_path_does_not_move():
+    """Debian 12 x86_64 with the lab's pins: the exact strings the lab's stand-in repository serves."""
+    lab = yaml.safe_load((ROOT / "inventories/lab/brief.yml").read_text())
+    r = role_vars("nvidia_driver", facts("debian12", "x86_64"), lab, {"gpufleet_pool": {"topology": "8gpu-sxm-nvlink"}})
+    assert r["nvidia_driver_repo_url"] == "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+    assert r["nvidia_driver_repo_key_url"].endswith("/debian12/x86_64/3bf863cc.pub")
+    assert r["_nvidia_driver_wanted"] == [
+        "nvidia-driver-cuda=570.133.20-1",
+        "nvidia-kernel-open-dkms=570.133.20-1",
+        "nvidia-persistenced=570.133.20-1",
+        "nvidia-fabricmanager-570=570.133.20-1",
+    ]
+    assert r["_nvidia_driver_other_pins"] == []  # apt preferences: the one stanza as before
+    assert r["nvidia_driver_imex"] is False
+
+
+# ---- cuda, nccl, dcgm -------------------------------------------------------------------------------
+
+
+def test_cuda_role_knows_exactly_the_matrix_cuda_releases():
+    r = role_vars("cuda", facts("debian12", "x86_64"), brief())
+    assert r["cuda_package_versions"] == vm.cuda_package_versions()
+    assert set(vm.cuda_package_versions()) == set(KNOWN["cuda"])
+
+
+@pytest.mark.parametrize(("os", "arch"), OS_ARCH)
+@pytest.mark.parametrize("cuda", KNOWN["cuda"])
+def test_cuda_role_matches_the_matrix(os, arch, cuda):
+    r = role_vars("cuda", facts(os, arch), brief(cuda=cuda))
+    assert r["cuda_packages"] == vm.value("cuda", "packages", os, arch, cuda=cuda)
+    assert r["cuda_home"] == vm.value("cuda", "home", os, arch, cuda=cuda)
+    assert r["cuda_package_version"] == vm.cuda_package_versions()[cuda]
+
+
+@pytest.mark.parametrize(("os", "arch"), OS_ARCH)
+@pytest.mark.parametrize("nccl", KNOWN["nccl"])
+@pytest.mark.parametrize("cuda", KNOWN["cuda"])
+def test_nccl_role_matches_the_matrix(os, arch, nccl, cuda):
+    r = role_vars("nccl", facts(os, arch), brief(nccl=nccl, cuda=cuda))
+    assert r["nccl_packages"] == vm.value("nccl", "packages", os, arch)
+    assert r["nccl_package_version"] == vm.value("nccl", "package_version", os, arch, nccl, cuda=cuda)
+
+
+@pytest.mark.parametrize(("os", "arch"), OS_ARCH)
+@pytest.mark.parametrize("cuda", KNOWN["cuda"])
+def test_dcgm_role_matches_the_matrix(os, arch, cuda):
+    r = role_vars("dcgm", facts(os, arch), brief(cuda=cuda))
+    major = cuda.split(".")[0]
+    version = vm.value("dcgm", "default_version", os, arch)[major]
+    assert r["dcgm_version"] == version
+    assert r["dcgm_package_version"] == vm.value("dcgm", "package_version", os, arch, version)
+    assert r["dcgm_packages"] == vm.value("dcgm", "packages", os, arch, version, cuda=cuda)
+    assert r["dcgm_service"] == vm.value("dcgm", "unit", os, arch)
+    assert r["dcgm_hostengine_port"] == vm.value("dcgm", "hostengine_port", os, arch)
+
+
+# ---- container toolkit, DOCA-OFED, PMIx -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("os", "arch"), OS_ARCH)
+@pytest.mark.parametrize("toolkit", KNOWN["container-toolkit"])
+def test_container_runtime_role_matches_the_matrix(os, arch, toolkit):
+    r = role_vars("container_runtime", facts(os, arch), {"software": {"container_toolkit": toolkit}})
+    assert r["container_runtime_toolkit_repo_url"] == vm.value("container-toolkit", "repo_url", os, arch)
+    assert r["container_runtime_toolkit_repo_key_url"] == vm.value("container-toolkit", "key_url", os, arch)
+    assert r["container_runtime_toolkit_packages"] == vm.value("container-toolkit", "packages", os, arch)
+    assert r["container_runtime_toolkit_package_version"] == vm.value(
+        "container-toolkit", "package_version", os, arch, toolkit
+    )
+    if vm.value("container-toolkit", "containerd_dry_run", os, arch, toolkit) == "drop-in+top-level":
+        assert r["container_runtime_containerd_drop_in"] == vm.value(
+            "container-toolkit", "containerd_drop_in", os, arch, toolkit
+        )
+
+
+@pytest.mark.parametrize(("os", "arch"), OS_ARCH)
+@pytest.mark.parametrize("doca", KNOWN["doca-ofed"])
+def test_rdma_doca_repository_matches_the_matrix(os, arch, doca):
+    r = role_vars("rdma", facts(os, arch), {"software": {"rdma_stack": "doca-ofed", "doca_ofed": doca}})
+    assert r["rdma_doca_repo_url"].strip() == vm.value("doca-ofed", "repo_url", os, arch, doca, doca=doca)
+    assert r["rdma_doca_repo_key_url"] == vm.value("doca-ofed", "key_url", os, arch, doca)
+    assert r["rdma_doca_packages"] == vm.value("doca-ofed", "packages", os, arch, doca)
+
+
+def test_doca_paths_named_by_nvidia():
+    r = role_vars("rdma", facts("rhel9", "aarch64"), {"software": {"doca_ofed": "3.1.0"}})
+    assert r["rdma_doca_repo_url"].strip() == "https://linux.mellanox.com/public/repo/doca/3.1.0/rhel9.6/arm64-sbsa/"
+    r = role_vars("rdma", facts("rhel9", "x86_64"), {"software": {"doca_ofed": "3.2.0"}})
+    assert r["rdma_doca_repo_url"].strip() == "https://linux.mellanox.com/public/repo/doca/3.2.0/rhel9/x86_64/"
+
+
+@pytest.mark.parametrize("os", [o for o in vm.OSES if vm.OS_FAMILY[o] == "Debian"])
+@pytest.mark.parametrize("role", ["slurm_node", "slurm_controller"])
+def test_slurm_pmix_package_matches_the_matrix(os, role):
+    r = role_vars(role, facts(os, "x86_64"), {"cluster": {"name": "t"}, "controllers": {"group": "ctl"}})
+    assert vm.value("pmix", "runtime_package", os) in r[f"{role}_packages"]
+
+
+# ---- GPU Operator chart values -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chart", [*KNOWN["gpu-operator"], None])
+def test_gpu_operator_default_runtime_only_where_the_chart_has_it(chart):
+    example = yaml.safe_load((ROOT / "inventories/example-h200-roce-k8s/brief.yml").read_text())
+    example["software"]["gpu_operator"] = chart
+    if chart is None:
+        del example["software"]["gpu_operator"]
+    values = k8s.gpu_operator_values(example)
+    expected = (
+        vm.value("gpu-operator", "values.operator.defaultRuntime", "ubuntu2404", version=chart) if chart else None
+    )
+    assert values.get("operator", {}).get("defaultRuntime") == expected
+
+
+# ---- the example briefs can converge -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.glob("inventories/*/brief.yml")), ids=lambda p: p.parent.name)
+def test_example_briefs_pin_what_the_roles_can_install(path: Path):
+    b = yaml.safe_load(path.read_text())
+    sw = b["software"]
+    cuda = str(sw["cuda"])
+    assert cuda in vm.cuda_package_versions(), f"{path}: CUDA {cuda} unknown to the cuda role"
+    major = int(cuda.split(".")[0])
+    assert major in compat.nccl_cuda_majors(sw["nccl"]), f"{path}: NCCL {sw['nccl']} not built for CUDA {major}"
+    assert str(major) in vm.value("dcgm", "default_version", "debian12")
+    assert compat.cuda_driver_ok(cuda, sw["driver"]), f"{path}: driver {sw['driver']} too old for CUDA {cuda}"
+
+
+# ---- the generated document -------------------------------------------------------------------------
+
+
+def test_vendor_matrix_doc_is_up_to_date():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_vendor_matrix_doc"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
