@@ -239,9 +239,8 @@ def ansible_read(sources: list[str], keys: list[str] | None = None, timeout: flo
 
 def load_with_ansible(path: str, form: str):
     """An :class:`Inventory` from Ansible's own inventory; CliError names the file, form and Ansible's message."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import Inventory
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import Inventory, vault_skipped
     from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import READ_HOST_VARS
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import WARNING, violation
 
     (result,) = ansible_read([path], keys=list(READ_HOST_VARS))
     if "error" in result:
@@ -257,17 +256,7 @@ def load_with_ansible(path: str, form: str):
                 )
             form = _entry_form(failed)
         raise CliError(f"{failed}: Ansible's inventory cannot read it ({form}): {result['error']}{hint}")
-    notes = [
-        violation(
-            "INPUT_VAULT_SKIPPED",
-            "hostvars",
-            # The direct reader's words: the same violation whichever reader ran.
-            "expected plain values, found !vault values: they are not decrypted here",
-            host=h,
-            severity=WARNING,
-        )
-        for h in result["vault_hosts"]
-    ]
+    notes = [vault_skipped(h) for h in result["vault_hosts"]]
     return Inventory(result["groups"], result["hostvars"], notes)
 
 

@@ -44,6 +44,17 @@ _PORT_RE = re.compile(r":(?![^\[]*\])")
 MAX_RANGE = 1_000_000
 
 
+def vault_skipped(host: str) -> dict:
+    """The warning for a host whose !vault values were not decrypted (whichever reader ran)."""
+    return violation(
+        "INPUT_VAULT_SKIPPED",
+        "hostvars",
+        "expected plain values, found !vault values: they are not decrypted here",
+        host=host,
+        severity=WARNING,
+    )
+
+
 class InventoryError(Exception):
     """Input that cannot be read: the message names the file (and line when known)."""
 
@@ -424,15 +435,7 @@ def load_inventory(path: str, data: Any = _UNREAD) -> Inventory:
         hostvars[h] = hv
     for h, hv in hostvars.items():
         if any(v == VAULT_PLACEHOLDER for v in hv.values()):
-            notes.append(
-                violation(
-                    "INPUT_VAULT_SKIPPED",
-                    "hostvars",
-                    "expected plain values, found !vault values: they are not decrypted here",
-                    host=h,
-                    severity=WARNING,
-                )
-            )
+            notes.append(vault_skipped(h))
     return Inventory(out_groups, hostvars, notes)
 
 
