@@ -192,11 +192,9 @@ def save(
         "fingerprint": fp,
         "hosts": hosts,
     }
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(rec, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic import write_atomic
+
+    write_atomic(path, json.dumps(rec, indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import textwrap
 
 from .common import EXIT_FAILED, EXIT_INPUT, EXIT_OK, CliError
@@ -109,17 +108,9 @@ def _load_existing(hosts_file: str) -> dict:
 
 
 def _write_atomic(path: str, text: str) -> None:
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic import write_atomic
+
+    write_atomic(path, text)
 
 
 def run_generate(args) -> int:

@@ -97,8 +97,12 @@ def provision(args) -> int:
     session = RunSession(opts)
     whole = not (opts.check or opts.limit or opts.tags or opts.skip_tags)
     if not whole or args.reaccept or opts.flush_cache:
-        # As given: one run of site.yml, acceptance measured unless the tags leave it out.
-        session.run("site.yml")
+        # As given: one run of site.yml, acceptance measured unless the tags leave it out. A run
+        # limited to some nodes gathers their facts anew (see playbooks/base.yml).
+        run_opts = opts
+        if opts.limit:
+            run_opts = dataclasses.replace(opts, extra_vars=[*opts.extra_vars, '{"gpufleet_refresh_facts": true}'])
+        session.run("site.yml", run_opts)
         gate = latest_gate_dir(reports, since=started, cluster=cluster)
         if whole:
             _keep_record(opts, session, gate, reports, started, cluster)
@@ -137,11 +141,28 @@ def provision(args) -> int:
             )
     print(f"== NCCL acceptance: measuring: {why}", flush=True)
     accept_opts = opts
-    if failed:  # as in one site.yml run: a host that failed a stage takes no part in the later ones
-        accept_opts = dataclasses.replace(opts, limit=":".join(["all", *(f"!{h}" for h in failed)]))
+    if failed:
+        # As in one site.yml run, a host that failed a stage takes no part in the later ones; the
+        # report names each one with the stage that lost it, so the verdict is partial at best.
+        excluded = {"acceptance_excluded_nodes": excluded_reasons(session.tracker, failed)}
+        accept_opts = dataclasses.replace(
+            opts,
+            limit=":".join([opts.limit or "all", *(f"!{h}" for h in failed)]),
+            extra_vars=[*opts.extra_vars, json.dumps(excluded)],
+        )
     session.run("acceptance.yml", accept_opts)
     _keep_record(opts, session, gate, reports, started, cluster)
     return _finish(session, gate, acceptance_line(reports, since=started, cluster=cluster))
+
+
+def excluded_reasons(tracker, hosts: list[str]) -> dict[str, str]:
+    """Why each host is left out of the acceptance: its first failure in this session's runs."""
+    reasons: dict[str, str] = {}
+    for f in tracker.failures:
+        if f.host in hosts and f.host not in reasons:
+            what = "unreachable" if f.unreachable else "failed"
+            reasons[f.host] = f"{what} in the stage '{f.phase}' (task '{f.task}')"
+    return {h: reasons.get(h, "failed an earlier stage of this run") for h in hosts}
 
 
 def _hosts_text(hosts: list[str], shown: int = 5) -> str:
@@ -223,7 +244,21 @@ def acceptance_line(reports: str, since: float = 0.0, cluster: str | None = None
     except (OSError, ValueError, AttributeError):
         verdict = "UNREADABLE"
     extra = storage_workload_summary(data) if isinstance(data, dict) else ""
-    return f"NCCL acceptance: {verdict}; report {os.path.splitext(path)[0]}.md (scripts/gpufleet report){extra}"
+    left_out = not_accepted_text(data) if isinstance(data, dict) else ""
+    return (
+        f"NCCL acceptance: {verdict}{left_out}; report {os.path.splitext(path)[0]}.md (scripts/gpufleet report){extra}"
+    )
+
+
+def not_accepted_text(report: dict, shown: int = 5) -> str:
+    """`` (not accepted: gpu02: unreachable in ...; ...)`` for a report that names such nodes, else ``""``."""
+    rows = [r for r in report.get("not_accepted") or [] if isinstance(r, dict) and r.get("host")]
+    if not rows:
+        return ""
+    parts = [f"{r['host']}: {r.get('reason') or 'not measured'}" for r in rows[:shown]]
+    if len(rows) > shown:
+        parts.append(f"and {len(rows) - shown} more in the report")
+    return f" (not accepted: {'; '.join(parts)})"
 
 
 # --- storage and workload acceptance in the summary (docs/storage.md) ---

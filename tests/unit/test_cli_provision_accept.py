@@ -91,7 +91,16 @@ class FakeCluster:
             play("Find the acceptance hosts", alive)
             play("NCCL acceptance on each node alone", [h for h in alive if h in GPU_HOSTS])
             if not check:
-                (self._dir() / "acceptance.json").write_text(json.dumps({"verdict": self.verdict}))
+                # As the acceptance_report module: the nodes the caller left out are named, and a
+                # pass of the rest is partial.
+                excluded = {}
+                for i, arg in enumerate(argv[:-1]):
+                    if arg == "-e" and argv[i + 1].startswith("{"):
+                        excluded.update(json.loads(argv[i + 1]).get("acceptance_excluded_nodes") or {})
+                left_out = [{"host": h, "reason": r} for h, r in excluded.items()]
+                verdict = "partial" if self.verdict == "pass" and left_out else self.verdict
+                report = {"verdict": verdict, "not_accepted": left_out}
+                (self._dir() / "acceptance.json").write_text(json.dumps(report))
                 if self.verdict != "pass":
                     stats["failures"]["ctl01"] = 1
         handler({"event": "playbook_on_stats", "event_data": stats})
@@ -265,6 +274,15 @@ def test_a_failed_host_sits_out_the_acceptance_and_nothing_is_recorded(cluster, 
     ]
     assert "measuring: this run failed on gpu02" in out
     assert "gpu02 [Base OS / Install the driver]" in out and "apt failed" in out
+    # The acceptance of the rest is told why gpu02 sits out, and the verdict line names it.
+    excluded = json.loads(cluster.calls[1]["argv"][cluster.calls[1]["argv"].index("-e") + 1])
+    assert excluded == {
+        "acceptance_excluded_nodes": {"gpu02": "failed in the stage 'Base OS' (task 'Install the driver')"}
+    }
+    assert (
+        "NCCL acceptance: PARTIAL (not accepted: gpu02: failed in the stage 'Base OS' (task 'Install the driver'))"
+        in out
+    )
     assert accepted(cluster) is None  # an acceptance of part of the cluster is no hand-over
     # Fixed, and nothing else changed: the next run measures the whole cluster again.
     cluster.failed = set()

@@ -35,9 +35,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import
     human_size,
     summarize_run,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic import write_atomic
 from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import ERROR, WARNING, sort_key
 
 SCHEMA = "gpufleet.nccl-acceptance/1"
+# Every node that was measured passed, but a node of the brief was not accepted in this run
+# (left out by --limit, unreachable, or failed an earlier stage): never a plain pass.
+PARTIAL = "partial"
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -95,13 +99,16 @@ def build_report(
     storage: Sequence[dict] = (),
     workload: dict | None = None,
     nccl: bool = True,
+    not_accepted: Sequence[dict] = (),
 ) -> dict:
     """Everything the report shows, as one JSON-able dict. Pure.
 
     ``nodes``: ``{"host", "versions": {"driver": ..., "cuda": ..., "nccl": ...}, "status"?}``;
     ``floors``: the brief's ``acceptance`` block; ``limits``: ``{"single_node_gbps", "multi_node_gbps"}``;
     ``versions``: the brief's pins (``software``), shown beside what nodes report.
-    The verdict fails on any error violation or any single-/multi-node run that failed its gate.
+    ``not_accepted``: ``{"host", "reason"}`` for each node of the brief that this run did not measure.
+    The verdict fails on any error violation or any single-/multi-node run that failed its gate; it is
+    ``partial`` when nothing failed but ``not_accepted`` names a node.
     """
     entries = [_run_entry(r) for r in runs]
     drained = sorted(set(drained))
@@ -114,6 +121,9 @@ def build_report(
     storage = [dict(r) for r in storage]
     tested = bool(entries or storage or (workload and not workload.get("skipped")))
     verdict = FAIL if errors or gated_fail or (nccl and not entries) or not tested else PASS
+    not_accepted = [dict(n) for n in not_accepted]
+    if verdict == PASS and not_accepted:
+        verdict = PARTIAL
     node_rows = []
     for node in nodes:
         host = node.get("host")
@@ -121,6 +131,10 @@ def build_report(
         node_rows.append({**node, "status": status})
     known = {n["host"] for n in node_rows}
     node_rows.extend({"host": h, "status": "drained", "versions": {}} for h in drained if h not in known)
+    known |= set(drained)
+    node_rows.extend(
+        {"host": n["host"], "status": "not accepted", "versions": {}} for n in not_accepted if n["host"] not in known
+    )
     return {
         "schema": SCHEMA,
         "cluster": cluster,
@@ -135,11 +149,46 @@ def build_report(
         "transport": list(debug),
         "bisect": bisect,
         "drained": drained,
+        "not_accepted": not_accepted,
         "violations": violations,
         "nccl_run": bool(nccl),
         "storage": storage,
         "workload": dict(workload) if workload else None,
     }
+
+
+def not_accepted(
+    brief_nodes: Sequence[str],
+    *,
+    tested: Sequence[str],
+    run_nodes: Sequence[str] | None = None,
+    failed_earlier: Sequence[str] = (),
+    excluded: dict | None = None,
+) -> list[dict]:
+    """``{"host", "reason"}`` for each node of the brief this acceptance did not test. Pure.
+
+    ``tested``: the nodes the acceptance ran on; ``run_nodes``: the hosts the run covered (its
+    ``--limit``; None: all); ``failed_earlier``: hosts of the run that failed or were unreachable
+    in an earlier stage; ``excluded``: reasons the caller knows better (host -> reason), e.g. the
+    CLI's "unreachable in the GPU stack stage".
+    """
+    excluded = excluded or {}
+    tested_set, failed = set(tested), set(failed_earlier)
+    covered = None if run_nodes is None else set(run_nodes)
+    out = []
+    for host in dict.fromkeys(brief_nodes):
+        if host in tested_set:
+            continue
+        if excluded.get(host):
+            reason = str(excluded[host])
+        elif host in failed:
+            reason = "failed or unreachable in an earlier stage of this run"
+        elif covered is not None and host not in covered:
+            reason = "not in this run (outside its --limit)"
+        else:
+            reason = "not in this run"
+        out.append({"host": host, "reason": reason})
+    return out
 
 
 # --- Markdown ----------------------------------------------------------------------
@@ -183,7 +232,10 @@ def render_markdown(report: dict) -> str:
         out.append(f"- ... and {len(errors) - 10} more (see Violations)")
     if report.get("drained"):
         out.append(f"- Drained: {', '.join(report['drained'])}")
-    if errors or report.get("drained"):
+    not_accepted = report.get("not_accepted") or []
+    for n in not_accepted:
+        out.append(f"- **Not accepted in this run**: {n['host']}: {n.get('reason') or 'not measured'}")
+    if errors or report.get("drained") or not_accepted:
         out.append("")
 
     if report.get("nccl_run") is False:
@@ -569,9 +621,6 @@ def write_report(base_dir: str, report: dict, *, plots: bool = True) -> dict:
             written.append(os.path.join(out_dir, name))
     json_path = os.path.join(out_dir, "acceptance.json")
     md_path = os.path.join(out_dir, "acceptance.md")
-    with open(json_path, "w", encoding="utf-8") as fh:
-        json.dump(report, fh, indent=2, sort_keys=False)
-        fh.write("\n")
-    with open(md_path, "w", encoding="utf-8") as fh:
-        fh.write(render_markdown(report))
+    write_atomic(json_path, json.dumps(report, indent=2, sort_keys=False) + "\n")
+    write_atomic(md_path, render_markdown(report))
     return {"dir": out_dir, "json": json_path, "markdown": md_path, "plots": written}

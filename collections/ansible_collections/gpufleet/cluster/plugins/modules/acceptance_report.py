@@ -113,6 +113,33 @@ options:
         C(resumed_step), C(restore_s), C(verdict), C(violations), or C(skipped)); shown in the Workload section, its
         violations counted in the verdict.
     type: dict
+  brief_nodes:
+    description:
+      - Every node of the brief's pools in the inventory, whatever this run's limit. Each one that was not tested is
+        listed under C(not_accepted) with the reason, and a run whose measured nodes all passed is then C(partial),
+        never C(pass).
+    type: list
+    elements: str
+    default: []
+  run_nodes:
+    description: The hosts this run covered (the play's hosts within its C(--limit)); omitted - every host.
+    type: list
+    elements: str
+  failed_earlier:
+    description: Hosts of this run that failed or were unreachable in an earlier stage.
+    type: list
+    elements: str
+    default: []
+  excluded:
+    description: Host -> why the caller left it out of this acceptance (e.g. the CLI's "unreachable in stage X").
+    type: dict
+    default: {}
+  fallback_dest:
+    description:
+      - Where the report goes when I(dest) cannot be written (a full or read-only disk); a warning says so. Default
+        C(gpufleet-reports) in the system's temporary directory. When both fail, the task fails and returns the whole
+        report as C(report).
+    type: path
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -180,7 +207,9 @@ timestamp:
   returned: always
   type: str
 verdict:
-  description: C(pass) or C(fail).
+  description:
+    - C(pass), C(fail), or C(partial) (every node measured passed, but a node of the brief was not accepted in this
+      run, see C(not_accepted)).
   returned: always
   type: str
 counts:
@@ -202,17 +231,29 @@ bad_nodes:
   returned: always
   type: list
   elements: str
+not_accepted:
+  description: C({host, reason}) for each node of the brief this run did not test.
+  returned: always
+  type: list
+  elements: dict
+fallback:
+  description: Why the report is not under I(dest) (it is under I(fallback_dest)); null when it is.
+  returned: always
+  type: str
 """
 
 import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import (
     build_report,
+    not_accepted,
     slug,
     timestamp_now,
     write_report,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic import write_atomic
 from ansible_collections.gpufleet.cluster.plugins.module_utils.storage_acceptance import (
     not_tested as storage_not_tested,
 )
@@ -255,10 +296,10 @@ def merge_bisect(value) -> dict | None:
     return merged
 
 
-def write_logs(out_dir: str, records: list[dict], check_mode: bool) -> tuple[list[dict], list[str]]:
-    """Write each record's ``output`` to ``logs/<slug>.log``; records keep ``log`` (relative) instead."""
+def plan_logs(records: list[dict]) -> tuple[list[dict], dict[str, str]]:
+    """Each record with ``log`` (``logs/<slug>.log``, relative) instead of ``output``; and the logs' texts."""
     cleaned: list[dict] = []
-    written: list[str] = []
+    texts: dict[str, str] = {}
     used: set[str] = set()
     for record in records:
         entry = {k: record.get(k) for k in _RUN_KEYS if k in record}
@@ -270,14 +311,21 @@ def write_logs(out_dir: str, records: list[dict], check_mode: bool) -> tuple[lis
                 name, n = f"{base}-{n}", n + 1
             used.add(name)
             rel = os.path.join("logs", f"{name}.log")
-            if not check_mode:
-                os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
-                with open(os.path.join(out_dir, rel), "w", encoding="utf-8") as fh:
-                    fh.write(output if output.endswith("\n") else output + "\n")
-            written.append(os.path.join(out_dir, rel))
+            texts[rel] = output if output.endswith("\n") else output + "\n"
             entry["log"] = rel
         cleaned.append(entry)
-    return cleaned, written
+    return cleaned, texts
+
+
+def write_all(dest: str, report: dict, logs: dict[str, str], plots: bool) -> dict:
+    """The raw logs, then the report (JSON last but one, Markdown last), under ``dest``."""
+    out_dir = os.path.join(dest, slug(report["cluster"]), report["timestamp"])
+    for rel, text in logs.items():
+        os.makedirs(os.path.dirname(os.path.join(out_dir, rel)), exist_ok=True)
+        write_atomic(os.path.join(out_dir, rel), text)
+    written = write_report(dest, report, plots=plots)
+    written["logs"] = [os.path.join(out_dir, rel) for rel in logs]
+    return written
 
 
 def untested(expected: list[str], nodes: list[dict], runs: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -332,6 +380,11 @@ def main() -> None:
             "storage": {"type": "list", "elements": "dict", "default": []},
             "storage_expected": {"type": "list", "elements": "str", "default": []},
             "workload": {"type": "dict"},
+            "brief_nodes": {"type": "list", "elements": "str", "default": []},
+            "run_nodes": {"type": "list", "elements": "str"},
+            "failed_earlier": {"type": "list", "elements": "str", "default": []},
+            "excluded": {"type": "dict", "default": {}},
+            "fallback_dest": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -345,7 +398,7 @@ def main() -> None:
             module.fail_json(msg=f"violations[{i}] lacks {', '.join(sorted(missing))}: {v!r}")
     stamp = p["timestamp"] or timestamp_now()
     out_dir = os.path.join(p["dest"], slug(p["cluster"]), stamp)
-    runs, logs = write_logs(out_dir, p["runs"], module.check_mode)
+    runs, log_texts = plan_logs(p["runs"])
     missing_rows, missing = untested(p["expected_nodes"], p["nodes"], runs) if p["nccl"] else ([], [])
     # Storage and workload (issue 13): their violations join the verdict.
     storage = p["storage"]
@@ -375,6 +428,13 @@ def main() -> None:
         storage=storage,
         workload=p["workload"],
         nccl=p["nccl"],
+        not_accepted=not_accepted(
+            p["brief_nodes"],
+            tested=p["expected_nodes"],
+            run_nodes=p["run_nodes"],
+            failed_earlier=p["failed_earlier"],
+            excluded=p["excluded"],
+        ),
     )
     if p["context"]:
         report["context"] = p["context"]
@@ -384,20 +444,45 @@ def main() -> None:
         "json": os.path.join(out_dir, "acceptance.json"),
         "markdown": os.path.join(out_dir, "acceptance.md"),
         "plots": [],
-        "logs": logs,
+        "logs": [os.path.join(out_dir, rel) for rel in log_texts],
         "timestamp": stamp,
         "verdict": report["verdict"],
         "counts": report["counts"],
         "errors": [v for v in report["violations"] if v.get("severity") == ERROR],
         "failed_runs": [e["label"] for e in report["runs"] if e["scope"] != "bisect" and e["result"] == "fail"],
         "bad_nodes": bad_nodes(report),
+        "not_accepted": report["not_accepted"],
+        "fallback": None,
     }
     if not module.check_mode:
+        # A report that cannot be written where it belongs (a full or read-only disk) is written
+        # in the fallback directory instead, with a warning; when that fails too, the whole report
+        # is returned in the result (the run's log keeps it) and the task fails with both causes.
+        fallback = p["fallback_dest"] or os.path.join(tempfile.gettempdir(), "gpufleet-reports")
         try:
-            written = write_report(p["dest"], report, plots=p["plots"])
+            written = write_all(p["dest"], report, log_texts, p["plots"])
         except OSError as exc:
-            module.fail_json(msg=f"cannot write the report under {out_dir}: {exc}", **result)
-        result.update(dir=written["dir"], json=written["json"], markdown=written["markdown"], plots=written["plots"])
+            try:
+                written = write_all(fallback, report, log_texts, p["plots"])
+            except OSError as exc2:
+                module.fail_json(
+                    msg=f"cannot write the acceptance report (verdict {report['verdict']}) under {out_dir} ({exc}) "
+                    f"nor under {fallback} ({exc2}); the whole report is in this result's 'report'",
+                    report=report,
+                    **result,
+                )
+            result["fallback"] = f"{out_dir}: {exc}"
+            module.warn(
+                f"cannot write the acceptance report under {out_dir} ({exc}): written under {written['dir']} "
+                "instead; free space there and move it back"
+            )
+        result.update(
+            dir=written["dir"],
+            json=written["json"],
+            markdown=written["markdown"],
+            plots=written["plots"],
+            logs=written["logs"],
+        )
     module.exit_json(**result)
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from unittest.mock import patch
 
 import pytest
@@ -623,6 +624,90 @@ def test_report_untested_nodes_and_healthy_pass(tmp_path):
         report = json.load(fh)
     assert {n["host"]: n["status"] for n in report["nodes"]} == {"gpu01": "pass", "gpu02": "not tested"}
     assert [v["code"] for v in report["violations"]] == ["NCCL_NODE_NOT_TESTED"]
+
+
+def _one_good_run(host: str = "gpu01") -> tuple[list[dict], list[dict]]:
+    parsed = nccl_parse(fixture("allreduce_multi_runs_single_node.txt"))
+    runs = [{"label": f"single-node {host}", "scope": "single-node", "host": host, "floor_gbps": 1.0}]
+    runs[0]["run"] = parsed["runs"][0]
+    return runs, [{"host": host, "versions": {}}]
+
+
+def test_report_partial_when_a_node_of_the_brief_was_not_in_the_run(tmp_path):
+    runs, nodes = _one_good_run()
+    base = {"dest": str(tmp_path), "cluster": "c", "runs": runs, "nodes": nodes, "plots": False}
+    base["expected_nodes"] = ["gpu01"]
+    # Every node of the brief tested: a plain pass.
+    assert run_report({**base, "brief_nodes": ["gpu01"], "timestamp": "t1"})["verdict"] == "pass"
+    # gpu02 (the CLI says why), gpu03 failed an earlier play, gpu04 outside the --limit.
+    result = run_report(
+        {
+            **base,
+            "timestamp": "t2",
+            "brief_nodes": ["gpu01", "gpu02", "gpu03", "gpu04"],
+            "run_nodes": ["gpu01", "gpu02", "gpu03", "ctl01"],
+            "failed_earlier": ["gpu03"],
+            "excluded": {"gpu02": "unreachable in the GPU stack stage (Install the driver)"},
+        }
+    )
+    assert result["verdict"] == "partial" and result["bad_nodes"] == []
+    assert result["not_accepted"] == [
+        {"host": "gpu02", "reason": "unreachable in the GPU stack stage (Install the driver)"},
+        {"host": "gpu03", "reason": "failed or unreachable in an earlier stage of this run"},
+        {"host": "gpu04", "reason": "not in this run (outside its --limit)"},
+    ]
+    report = json.loads(Path(result["json"]).read_text(encoding="utf-8"))
+    assert report["verdict"] == "partial" and report["not_accepted"] == result["not_accepted"]
+    assert {n["host"]: n["status"] for n in report["nodes"]} == {
+        "gpu01": "pass",
+        "gpu02": "not accepted",
+        "gpu03": "not accepted",
+        "gpu04": "not accepted",
+    }
+    md = Path(result["markdown"]).read_text(encoding="utf-8")
+    assert "**Verdict: PARTIAL**" in md
+    assert "**Not accepted in this run**: gpu02: unreachable in the GPU stack stage" in md
+    # A failure among the nodes measured still fails: partial never hides a fail.
+    failing = [dict(runs[0], floor_gbps=1e9)]
+    result = run_report({**base, "runs": failing, "timestamp": "t3", "brief_nodes": ["gpu01", "gpu02"]})
+    assert result["verdict"] == "fail" and [n["host"] for n in result["not_accepted"]] == ["gpu02"]
+
+
+def test_report_written_elsewhere_when_its_directory_cannot_be_written(tmp_path, capsys):
+    runs, nodes = _one_good_run()
+    runs[0]["output"] = "the launcher's output\n"
+    full = tmp_path / "full"
+    full.mkdir()
+    base = {"dest": str(full), "cluster": "c", "runs": runs, "nodes": nodes, "plots": False, "timestamp": "t"}
+    real_replace = os.replace
+
+    def no_space(src, dst):
+        if str(dst).startswith(str(full)):
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    with patch("os.replace", no_space):
+        result = run_report({**base, "fallback_dest": str(tmp_path / "fallback")})
+    assert result["verdict"] == "pass" and "No space left on device" in result["fallback"]
+    assert result["json"] == str(tmp_path / "fallback" / "c" / "t" / "acceptance.json")
+    assert json.loads(Path(result["json"]).read_text(encoding="utf-8"))["verdict"] == "pass"
+    assert Path(result["logs"][0]).read_text(encoding="utf-8") == "the launcher's output\n"
+    assert f"written under {tmp_path / 'fallback' / 'c' / 't'} instead" in capsys.readouterr().err
+    # No half-written file and no temporary file is left where the disk was full.
+    assert [p.name for p in (full / "c" / "t").rglob("*") if p.is_file()] == []
+
+    # Neither place writable: a clear failure that carries the whole report, no traceback.
+    with (
+        patch("os.replace", lambda src, dst: (_ for _ in ()).throw(OSError(28, "No space left on device"))),
+        patch_module_args({**base, "fallback_dest": str(tmp_path / "fallback2")}),
+        patch.object(basic.AnsibleModule, "exit_json", _exit_json),
+        patch.object(basic.AnsibleModule, "fail_json", _fail_json),
+        pytest.raises(FailJson) as exc,
+    ):
+        acceptance_report.main()
+    failed = exc.value.args[0]
+    assert "cannot write the acceptance report (verdict pass)" in failed["msg"] and "fallback2" in failed["msg"]
+    assert failed["report"]["verdict"] == "pass" and failed["report"]["runs"][0]["host"] == "gpu01"
 
 
 def test_report_merges_plans_of_several_pools():
