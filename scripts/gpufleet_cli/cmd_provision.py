@@ -11,7 +11,7 @@ import time
 import yaml
 
 from . import acceptance_reuse as reuse
-from .common import ROOT
+from .common import EXIT_INTERRUPTED, ROOT, CliError
 from .runner import RunSession, add_run_arguments, options_from_args, run_playbook
 
 # subcommand -> (playbook, one-line help, description)
@@ -90,6 +90,16 @@ _RC_HOSTS_WENT_ON = (0, 2, 4)
 
 def provision(args) -> int:
     """site.yml; acceptance as a second run, or the last passing one kept (see acceptance_reuse)."""
+    try:
+        return _provision(args)
+    except CliError as exc:
+        if exc.code == EXIT_INTERRUPTED:
+            # What the interrupted run changed is unknown: the next whole run measures again.
+            reuse.forget(args.inventory)
+        raise
+
+
+def _provision(args) -> int:
     started = time.time()
     opts = options_from_args(args)
     reports = os.path.join(ROOT, "reports")

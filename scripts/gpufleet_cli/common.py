@@ -10,6 +10,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # the lab hosts in it.
 FACT_CACHE = os.path.join(ROOT, ".cache", "facts")
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
+# A run stopped by Ctrl-C or SIGTERM (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
 VERSION = "0.1.0"
 
 

@@ -9,14 +9,17 @@ otherwise. ``run_playbook`` wires both to ``ansible_runner.run``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
+import signal
 import sys
 import textwrap
+import threading
 import time
 from dataclasses import dataclass, field
 
-from .common import EXIT_FAILED, EXIT_OK, FACT_CACHE, ROOT, CliError
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, FACT_CACHE, ROOT, CliError
 
 HOST_STATES = ("ok", "changed", "failed", "unreachable", "skipped")
 
@@ -311,17 +314,56 @@ class RunSession:
         os.makedirs(private, exist_ok=True)
         ident = f"{stamp}-{os.path.splitext(playbook)[0]}"
         kwargs = runner_kwargs(path, inventory, opts, private, ident)
-        result = ansible_runner.run(**kwargs, event_handler=self.progress)
+        # Ctrl-C (SIGINT) or a SIGTERM stops the whole run: ansible-runner kills ansible-playbook's
+        # process group (its workers and connections with it) at its next poll, so nothing goes on
+        # changing hosts behind an operator who believes the run is over. Without this, the
+        # interrupt ended this process and left ansible-playbook running on its own.
+        stop = StopRequest()
+        with stop.catching():
+            result = ansible_runner.run(**kwargs, event_handler=self.progress, cancel_callback=stop.requested)
         self.progress.close()
         self.logs.append(os.path.join(private, "artifacts", ident, "stdout"))
         rc = result.rc if result.rc is not None else 1
         self.rcs.append(rc)
+        if stop.signal is not None:
+            self.stream.write(self.tracker.summary(log_path=self.logs) + "\n")
+            where = f" during '{self.tracker.phase} / {self.tracker.current_task}'" if self.tracker.phase else ""
+            raise CliError(
+                f"interrupted ({stop.signal}){where}: ansible-playbook was stopped; every file gpufleet "
+                "writes is replaced whole, so run the same command again to converge",
+                code=EXIT_INTERRUPTED,
+            )
         return rc
 
     def finish(self) -> int:
         """Print the summary of every run; return the exit code."""
         self.stream.write(self.tracker.summary(log_path=self.logs) + "\n")
         return self.tracker.exit_code(next((rc for rc in self.rcs if rc), 0))
+
+
+class StopRequest:
+    """Remembers a SIGINT or SIGTERM while a playbook runs; ansible-runner polls ``requested``."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+
+    def requested(self) -> bool:
+        return self.signal is not None
+
+    def _note(self, signum, _frame) -> None:
+        self.signal = signal.Signals(signum).name
+
+    @contextlib.contextmanager
+    def catching(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signal handlers can only be set in the main thread
+            return
+        old = {sig: signal.signal(sig, self._note) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
 
 
 def run_playbook(playbook: str, opts: RunOptions, stream=None) -> int:

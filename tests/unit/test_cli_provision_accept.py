@@ -399,3 +399,35 @@ def test_lab_up_and_down_forget_the_lab_record(tmp_path, monkeypatch):
         assert acceptance_reuse.load(cmd_lab.INVENTORY) is not None
         assert cmd_lab.run(SimpleNamespace(action=action)) == 0
         assert acceptance_reuse.load(cmd_lab.INVENTORY) is None
+
+
+def test_ctrl_c_stops_ansible_playbook_and_says_how_to_go_on(cluster, capsys, monkeypatch):
+    """Ctrl-C during a run: ansible-runner is asked to cancel (it kills ansible-playbook's process
+    group), the summary so far is printed, and the CLI exits 130 with what to do next."""
+    import os
+    import signal
+
+    converge_and_accept(cluster, capsys)
+    polled = []
+
+    def interrupted_run(**kw):
+        handler = kw["event_handler"]
+        handler({"event": "playbook_on_play_start", "event_data": {"play": "GPU node software stack"}})
+        handler({"event": "playbook_on_task_start", "event_data": {"task": "Install the driver"}})
+        os.kill(os.getpid(), signal.SIGINT)  # the operator's Ctrl-C, delivered to this process
+        polled.append(kw["cancel_callback"]())  # ansible-runner's next poll
+        cluster.calls.append({"playbook": Path(kw["playbook"]).name})
+        return SimpleNamespace(rc=254)
+
+    monkeypatch.setattr(cluster, "run", interrupted_run)
+    rc = main(["provision", "-i", str(cluster.inventory), "--no-progress"])
+    captured = capsys.readouterr()
+    assert rc == 130 and polled == [True]
+    assert [c["playbook"] for c in cluster.calls] == ["site.yml"]  # no acceptance after an interrupt
+    assert "interrupted (SIGINT) during 'GPU node software stack / Install the driver'" in captured.err
+    assert "run the same command again to converge" in captured.err
+    assert "Summary" in captured.out
+    # The handler was put back: a later Ctrl-C interrupts as usual.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # What the interrupted run changed is unknown: the last passing acceptance is not kept.
+    assert accepted(cluster) is None
