@@ -592,8 +592,10 @@ def remediation_markdown(report: dict) -> str:
     hosts = sorted(nodes, key=lambda h: _natural(str(h)))
     outcomes = Counter(str(_dict(nodes[h]).get("outcome") or "?") for h in hosts)
     left = [h for h in hosts if _dict(nodes[h]).get("outcome") in ("drained", "unreachable")]
+    breaker = _dict(report.get("breaker"))
+    blocked = bool(breaker.get("tripped")) and not breaker.get("forced")
     out = [f"# Remediation: {report.get('cluster') or '?'}", ""]
-    verdict = "FAILED" if left else "OK"
+    verdict = "FAILED" if left or blocked else "OK"
     counts = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "no nodes"
     out += [f"**Verdict: {verdict}** ({counts})", ""]
     out.append(
@@ -603,6 +605,10 @@ def remediation_markdown(report: dict) -> str:
     out.append("")
     if left:
         out += [f"Still out of service: {', '.join(left)}", ""]
+    # The drain breaker (module_utils/drain_breaker.py): tripped, nothing was drained; forced, it was overridden.
+    if breaker.get("tripped"):
+        title = "Drain breaker overridden by force" if breaker.get("forced") else "Drain breaker TRIPPED"
+        out += [f"**{title}**: {breaker.get('message') or ''}", ""]
     batches = [b for b in report.get("batches") or [] if isinstance(b, list)]
     if batches:
         out += ["## Batches", ""]
