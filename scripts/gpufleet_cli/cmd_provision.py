@@ -49,6 +49,17 @@ def register(sub) -> None:
             continue  # the stage has not landed yet
         p = sub.add_parser(name, help=help_, description=desc)
         add_run_arguments(p)
+        if name in _DRAINS:
+            p.add_argument(
+                "--force",
+                action="store_true",
+                help=(
+                    "let acceptance drain the nodes it finds bad even when the drain breaker trips: more than "
+                    "acceptance_drain_max_share (25%%) of a pool, counting the nodes already drained or down, or its "
+                    "last node in service (by default such a run drains none and fails: check the floors, the brief "
+                    "and the fabric first)"
+                ),
+            )
         if name == "provision":
             p.add_argument(
                 "--reaccept",
@@ -68,6 +79,19 @@ def register(sub) -> None:
             p.set_defaults(func=provision)
         else:
             p.set_defaults(func=_runner_for(playbook))
+
+
+# The commands whose acceptance drains the nodes it finds bad, and so take --force.
+_DRAINS = ("provision", "accept")
+
+
+def _options(args):
+    """The run options, with acceptance_drain_force when --force was given (as JSON, after the user's -e:
+    the option wins and reaches the playbook as a boolean)."""
+    opts = options_from_args(args)
+    if getattr(args, "force", False):
+        opts.extra_vars.append(json.dumps({"acceptance_drain_force": True}))
+    return opts
 
 
 def _hours(text: str) -> float:
@@ -101,7 +125,7 @@ def provision(args) -> int:
 
 def _provision(args) -> int:
     started = time.time()
-    opts = options_from_args(args)
+    opts = _options(args)
     reports = os.path.join(ROOT, "reports")
     cluster = brief_cluster_name(opts.inventory, opts.brief)
     session = RunSession(opts)
@@ -205,7 +229,7 @@ def _finish(session: RunSession, gate: str | None, acceptance: str | None) -> in
 def _runner_for(playbook: str):
     def run(args) -> int:
         started = time.time()
-        opts = options_from_args(args)
+        opts = _options(args)
         rc = run_playbook(playbook, opts)
         reports = os.path.join(ROOT, "reports")
         # Only this cluster's reports: another inventory's run may write its own meanwhile.

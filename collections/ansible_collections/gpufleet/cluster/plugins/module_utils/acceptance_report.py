@@ -360,6 +360,7 @@ def render_markdown(report: dict) -> str:
     out.append("")
     out.append(", ".join(report["drained"]) if report.get("drained") else "None.")
     out.append("")
+    out += render_breaker(report)
 
     out += render_storage_workload(report)
 
@@ -385,6 +386,48 @@ def render_markdown(report: dict) -> str:
         out.append(f"_Plots skipped: {skipped}_")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def render_breaker(report: dict) -> list[str]:
+    """The drain breaker's section (module_utils/drain_breaker.py): whether it let this run drain, and
+    per pool the nodes to drain, those already out of service and the limit. Absent when the drain step
+    did not run."""
+    breaker = report.get("breaker")
+    if not isinstance(breaker, dict):
+        return []
+    if breaker.get("forced"):
+        state = "tripped, overridden by force: the nodes were drained"
+    elif breaker.get("tripped"):
+        state = "TRIPPED: no node was drained"
+    else:
+        state = "closed: the drain went ahead"
+    share = float(breaker.get("share") or 0) * 100
+    out = [
+        "## Drain breaker",
+        "",
+        f"**{state}**. One run may leave at most {share:g} % of a pool's nodes out of service (rounded up, counting "
+        "the nodes already drained or down), never the pool's last node in service.",
+        "",
+    ]
+    rows = [
+        [
+            r.get("pool"),
+            r.get("size"),
+            r.get("limit"),
+            r.get("out_of_service"),
+            r.get("to_drain"),
+            r.get("out_after"),
+            "TRIPPED" if r.get("tripped") else "ok",
+        ]
+        for r in breaker.get("pools") or []
+        if isinstance(r, dict)
+    ]
+    if rows:
+        out += _table(["pool", "nodes", "limit", "out of service before", "to drain", "out after", "breaker"], rows)
+    else:
+        out.append("Nothing to drain.")
+    out.append("")
+    return out
 
 
 # --- storage and workload sections (issue 13) ----------------------------------------------------

@@ -68,6 +68,11 @@ options:
     type: list
     elements: str
     default: []
+  breaker:
+    description:
+      - The drain breaker's decision (P(gpufleet.cluster.drain_breaker#filter)), kept in the report as C(breaker) with
+        its own section; null when the drain step did not run. A tripped breaker's error is among I(violations).
+    type: dict
   floors:
     description: The brief's acceptance block (as the runs used it).
     type: dict
@@ -371,6 +376,7 @@ def main() -> None:
             "violations": {"type": "list", "elements": "dict", "default": []},
             "bisect": {"type": "raw"},
             "drained": {"type": "list", "elements": "str", "default": []},
+            "breaker": {"type": "dict"},
             "floors": {"type": "dict", "default": {}},
             "limits": {"type": "dict", "default": {}},
             "versions": {"type": "dict", "default": {}},
@@ -438,6 +444,8 @@ def main() -> None:
     )
     if p["context"]:
         report["context"] = p["context"]
+    # Whether the drain breaker let this run drain (null: the drain step did not run).
+    report["breaker"] = p["breaker"]
     result = {
         "changed": True,
         "dir": out_dir,
