@@ -58,7 +58,10 @@ def register(sub) -> None:
             "remediation left drained, then in batches of "
             "--serial nodes drain each from the scheduler, reinstall and hold the pinned packages, reboot when "
             "the loaded driver module changes, re-run the hardware gate and the single-node NCCL acceptance, and "
-            "resume the node only when both pass. A node that fails stays drained. The run stops when more than "
+            "resume the node only when both pass. A node that fails stays drained. When more than 25% of a pool "
+            "(remediate_drain_max_share, counting the nodes already drained or down) or its last node in service "
+            "would be taken out, nothing is drained and the run fails (the drain breaker) unless --force. "
+            "The run stops when more than "
             "--max-fail-percentage of a batch fails. Prints one row per node from "
             "reports/<cluster>/<stamp>/remediation.json (and .md). Exit 0: every drifted node was resumed, or "
             "none drifted; 1: a node stays drained or unreachable, or the run failed; 2: usage error."
@@ -86,6 +89,14 @@ def register(sub) -> None:
         type=_positive_int,
         metavar="SECONDS",
         help="how long to wait for a node's running jobs to finish after draining it before giving up on it",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=(
+            "remediate even when the drain breaker trips: more than remediate_drain_max_share (25%%) of a pool, "
+            "or its last node in service, would be taken out (e.g. after changing the brief's pins on purpose)"
+        ),
     )
     p.set_defaults(func=run_remediate)
 
@@ -236,6 +247,10 @@ def remediation_table(report: dict) -> str:
         f"Remediation: {report.get('cluster') or '?'}: {len(nodes)} node(s) in {len(batches)} batch(es), "
         f"serial {_text(report.get('serial'))}"
     ]
+    breaker = report.get("breaker") if isinstance(report.get("breaker"), dict) else {}
+    if breaker.get("tripped") and breaker.get("message"):
+        # Tripped: nothing was drained (the nodes are BLOCKED); forced: it went on anyway.
+        lines.append(_text(breaker["message"]))
     if rows:
         lines += _columns(("host", "before", "outcome", "gate", "acceptance", "reason"), rows)
     else:
@@ -309,6 +324,8 @@ def remediate_vars(args) -> dict:
         out["remediate_max_fail_percentage"] = args.max_fail_percentage
     if args.drain_timeout is not None:
         out["remediate_drain_timeout"] = args.drain_timeout
+    if getattr(args, "force", False):
+        out["remediate_drain_force"] = True
     return out
 
 

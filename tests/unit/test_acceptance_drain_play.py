@@ -99,10 +99,12 @@ PLAYBOOK = """- name: Phase 1's records, as node.yml leaves them
 
 
 # The whole of phase 2 (tasks_from cluster) with the lab's brief, for a daemon that is down from the start.
-CLUSTER_PLAYBOOK = PLAYBOOK.split("    - name: Drain\n")[0].replace(
-    "    gpufleet_brief: {cluster: {name: t, control_plane: slurm}, pools: [{name: h100, group: gpu_lab}]}\n",
-    "    gpufleet_brief: \"{{ lookup('file', brief) | from_yaml }}\"\n",
-) + """    - name: Phase 2
+CLUSTER_PLAYBOOK = (
+    PLAYBOOK.split("    - name: Drain\n")[0].replace(
+        "    gpufleet_brief: {cluster: {name: t, control_plane: slurm}, pools: [{name: h100, group: gpu_lab}]}\n",
+        "    gpufleet_brief: \"{{ lookup('file', brief) | from_yaml }}\"\n",
+    )
+    + """    - name: Phase 2
       ansible.builtin.include_role:
         name: acceptance
         tasks_from: cluster
@@ -116,6 +118,7 @@ CLUSTER_PLAYBOOK = PLAYBOOK.split("    - name: Drain\n")[0].replace(
         mode: "0644"
       check_mode: false
 """
+)
 
 
 def run(

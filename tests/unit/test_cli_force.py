@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from gpufleet_cli import cmd_drift, cmd_provision
@@ -72,3 +73,40 @@ def test_provision_force_reaches_the_acceptance(capsys, root, monkeypatch):
     monkeypatch.setattr(cmd_provision, "RunSession", FakeSession)
     assert main(["provision", "-i", str(root / "inv"), "--check", "--force"]) == 0
     assert FakeSession.calls == [("site.yml", [json.dumps({"acceptance_drain_force": True})])]
+
+
+def test_remediate_force_reaches_the_playbook(capsys, root, monkeypatch):
+    calls = recorder(monkeypatch, cmd_drift)
+    inv = str(root / "inv")
+    main(["remediate", "-i", inv, "--force", "--serial", "1"])
+    assert json.loads(calls[0][1][-1]) == {"remediate_drain_force": True, "remediate_serial": 1}
+    main(["remediate", "-i", inv])
+    assert calls[1][1] == []
+
+
+def test_remediate_table_says_the_breaker_tripped(capsys, root, monkeypatch):
+    message = (
+        "drain breaker tripped: pool h100: draining gpu01, gpu02 would leave 2 of its 2 nodes out of service, "
+        "more than the limit of 1 (25 % of 2, rounded up) and none in service."
+    )
+    report = {
+        "kind": "remediation",
+        "cluster": "lab",
+        "serial": "25%",
+        "batches": [],
+        "nodes": {h: {"before": [{"component": "driver-package"}], "outcome": "blocked"} for h in ("gpu01", "gpu02")},
+        "breaker": {"tripped": True, "allowed": False, "forced": False, "message": message},
+    }
+
+    def run_playbook(playbook, opts, stream=None):
+        d = Path(cmd_drift.REPORTS_DIR) / "lab" / "20260310T100000Z"
+        d.mkdir(parents=True)
+        (d / "remediation.json").write_text(json.dumps(report))
+        return 2
+
+    monkeypatch.setattr(cmd_drift, "run_playbook", run_playbook)
+    rc = main(["remediate", "-i", str(root / "inv")])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert message in out.splitlines()
+    assert "BLOCKED" in out
