@@ -28,6 +28,7 @@ NOT_FACTS = {
     "failed_task",
     "forks",
     "host",
+    "host_key_checking",
     "index_var",
     "inventory_sources",
     "limit",
