@@ -12,18 +12,43 @@ VENV_BIN = ROOT / ".venv" / "bin"
 HAVE_VENV = (VENV_BIN / "ansible-playbook").exists()
 
 
-def run_lab_playbook(playbook: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """ansible-playbook -i inventories/lab ARGS PLAYBOOK with the project's configuration, plain
-    linear strategy, no colour and the lab brief; never raises on a failed run."""
-    env = dict(
+# A controller and a two-node pool, all local: for plays whose commands are stand-ins on PATH.
+LOCAL_POOL_INVENTORY = """all:
+  vars:
+    ansible_connection: local
+  children:
+    slurm_controllers:
+      hosts: {ctl01: {}}
+    gpu_lab:
+      hosts: {gpu01: {}, gpu02: {}}
+"""
+
+# A stand-in sinfo: logs its arguments to $STUB_DIR/calls and prints $STUB_DIR/sinfo.
+SINFO_STUB = """#!/bin/sh
+echo "sinfo $*" >> "$STUB_DIR/calls"
+cat "$STUB_DIR/sinfo"
+"""
+
+
+def ansible_env(stubs: Path | None = None, **extra: str) -> dict:
+    """The environment of an ansible-playbook run with the project's configuration, plain linear
+    strategy and no colour; ``stubs`` (stand-in commands) first on PATH, then the venv."""
+    path = f"{VENV_BIN}:{os.environ.get('PATH', '')}"
+    return dict(
         os.environ,
-        PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}",
+        PATH=f"{stubs}:{path}" if stubs else path,
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
         ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
         ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
         ANSIBLE_NOCOLOR="1",
         ANSIBLE_STRATEGY="linear",
-        GPUFLEET_BRIEF=str(ROOT / "inventories/lab/brief.yml"),
+        **extra,
     )
+
+
+def run_lab_playbook(playbook: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """ansible-playbook -i inventories/lab ARGS PLAYBOOK with the project's configuration, plain
+    linear strategy, no colour and the lab brief; never raises on a failed run."""
+    env = ansible_env(GPUFLEET_BRIEF=str(ROOT / "inventories/lab/brief.yml"))
     argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(ROOT / "inventories/lab"), *args, str(playbook)]
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=180, check=False)

@@ -9,14 +9,11 @@ command ran: the breaker and a dead daemon must leave scontrol uncalled. No lab 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = ROOT / ".venv" / "bin"
+from lab_playbook import LOCAL_POOL_INVENTORY, ROOT, SINFO_STUB, VENV_BIN, ansible_env
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -31,24 +28,12 @@ for unit in "$@"; do
 done
 exit $rc
 """,
-    "sinfo": """#!/bin/sh
-echo "sinfo $*" >> "$STUB_DIR/calls"
-cat "$STUB_DIR/sinfo"
-""",
+    "sinfo": SINFO_STUB,
     "scontrol": """#!/bin/sh
 echo "scontrol $*" >> "$STUB_DIR/calls"
 """,
 }
 
-INVENTORY = """all:
-  vars:
-    ansible_connection: local
-  children:
-    slurm_controllers:
-      hosts: {ctl01: {}}
-    gpu_lab:
-      hosts: {gpu01: {}, gpu02: {}}
-"""
 
 PLAYBOOK = """- name: Phase 1's records, as node.yml leaves them
   hosts: gpu_lab
@@ -139,18 +124,12 @@ def run(
     state.mkdir()
     (state / "sinfo").write_text(sinfo)
     (state / "down").write_text(down)
-    (tmp_path / "hosts.yml").write_text(INVENTORY)
+    (tmp_path / "hosts.yml").write_text(LOCAL_POOL_INVENTORY)
     (tmp_path / "play.yml").write_text(playbook)
     out = tmp_path / "out.json"
-    env = dict(
-        os.environ,
-        PATH=f"{stubs}:{VENV_BIN}:{os.environ.get('PATH', '')}",
+    env = ansible_env(
+        stubs,
         STUB_DIR=str(state),
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
-        ANSIBLE_STRATEGY="linear",
-        ANSIBLE_NOCOLOR="1",
         ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
         ANSIBLE_PYTHON_INTERPRETER=str(VENV_BIN / "python"),
     )

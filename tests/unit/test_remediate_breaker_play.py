@@ -8,31 +8,14 @@ records which nodes it was given. sinfo is a stand-in on PATH that prints a file
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = ROOT / ".venv" / "bin"
+from lab_playbook import LOCAL_POOL_INVENTORY, SINFO_STUB, VENV_BIN, ansible_env
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
-SINFO = """#!/bin/sh
-echo "sinfo $*" >> "$STUB_DIR/calls"
-cat "$STUB_DIR/sinfo"
-"""
-
-INVENTORY = """all:
-  vars:
-    ansible_connection: local
-  children:
-    slurm_controllers:
-      hosts: {ctl01: {}}
-    gpu_lab:
-      hosts: {gpu01: {}, gpu02: {}}
-"""
 
 PLAYBOOK = """- name: Pick the nodes to remediate
   hosts: gpu_lab
@@ -70,23 +53,17 @@ PLAYBOOK = """- name: Pick the nodes to remediate
 
 def run(tmp_path: Path, *, drifted: list[str], sinfo: str, args: tuple[str, ...] = ()):
     (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "sinfo").write_text(SINFO)
+    (tmp_path / "bin" / "sinfo").write_text(SINFO_STUB)
     (tmp_path / "bin" / "sinfo").chmod(0o755)
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "sinfo").write_text(sinfo)
     # The drift role made this run's report directory.
     (tmp_path / "reports" / "t" / "20260101T000000Z").mkdir(parents=True)
-    (tmp_path / "hosts.yml").write_text(INVENTORY)
+    (tmp_path / "hosts.yml").write_text(LOCAL_POOL_INVENTORY)
     (tmp_path / "play.yml").write_text(PLAYBOOK)
-    env = dict(
-        os.environ,
-        PATH=f"{tmp_path / 'bin'}:{VENV_BIN}:{os.environ.get('PATH', '')}",
+    env = ansible_env(
+        tmp_path / "bin",
         STUB_DIR=str(tmp_path / "state"),
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_ROLES_PATH=str(ROOT / "roles"),
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
-        ANSIBLE_STRATEGY="linear",
-        ANSIBLE_NOCOLOR="1",
         ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
         ANSIBLE_PYTHON_INTERPRETER=str(VENV_BIN / "python"),
     )
