@@ -57,7 +57,7 @@ test-fast: lint unit
 # and printed once the scenarios are done, so the unit tests' summary closes the output.
 test: venv
 	@mkdir -p .cache; t0=$$(date +%s); \
-	  ( $(MAKE) --no-print-directory test-fast >.cache/test-fast.log 2>&1; rc=$$?; \
+	  ( rc=0; $(MAKE) --no-print-directory test-fast >.cache/test-fast.log 2>&1 || rc=$$?; \
 	    echo "== lint + unit tests: exit $$rc after $$(( $$(date +%s) - t0 )) s" >>.cache/test-fast.log; exit $$rc ) & tf=$$!; \
 	  trc=0; scripts/testbed all $(SUITES) || trc=$$?; echo "== testbed: exit $$trc after $$(( $$(date +%s) - t0 )) s"; \
 	  mrc=0; [ $$trc -ne 0 ] || scripts/molecule_all $(SCENARIOS) || mrc=$$?; \
