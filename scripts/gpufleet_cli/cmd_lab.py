@@ -115,6 +115,13 @@ def run(args) -> int:
     suite = os.environ.get("GPUFLEET_TEST_SUITE", "bookworm")
     if _run([os.path.join(ROOT, "scripts", "testbed"), "all", suite]) != 0:
         return EXIT_FAILED
+    # Molecule goes by its own state file: with a lab host gone or stopped (removed by hand, a
+    # reboot of this machine) it would skip create and prepare and call the lab up. A lab that is
+    # not wholly up is destroyed first and made anew.
+    missing = [f"{host} ({state})" for host, state in _status() if not state.startswith("Up")]
+    if missing:
+        print(f"lab: not every host is up ({', '.join(missing)}): destroying what is left, then creating it anew")
+        _run(["molecule", "destroy", "-s", SCENARIO])
     for step in ("create", "prepare"):
         if _run(["molecule", step, "-s", SCENARIO]) != 0:
             return EXIT_FAILED

@@ -24,8 +24,10 @@ def test_forget_facts_removes_the_files_of_ansible_core_2_19s_cache(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s1_ci-gpu01", "s1_lab-gpu01x", "xs1_lab-gpu02"]
 
 
-def _fake_lab(monkeypatch, tmp_path, rc=0):
+def _fake_lab(monkeypatch, tmp_path, rc=0, states=None):
     calls = []
+    states = states or dict.fromkeys(cmd_lab.LAB_HOSTS, "Up 2 hours")
+    monkeypatch.setattr(cmd_lab, "_status", lambda: [(h, states.get(h, "absent")) for h in cmd_lab.LAB_HOSTS])
     monkeypatch.setattr(cmd_lab, "FACT_CACHE", str(tmp_path))
     monkeypatch.setattr(acceptance_reuse, "RECORD_DIR", str(tmp_path.parent / f"{tmp_path.name}-records"))
 
@@ -44,6 +46,15 @@ def test_up_forgets_the_facts_before_creating(monkeypatch, tmp_path):
     assert cmd_lab.run(SimpleNamespace(action="up")) == 0
     assert [c[0][1:3] for c in calls if c[0][0] == "molecule"] == [["create", "-s"], ["prepare", "-s"]]
     assert all(files == [] for _, files in calls)
+
+
+def test_up_makes_a_lab_anew_when_a_host_is_gone_or_stopped(monkeypatch, tmp_path, capsys):
+    # Molecule's state file may still say "created": it would skip create and prepare.
+    calls = _fake_lab(monkeypatch, tmp_path, states={"lab-ctl01": "Up 2 hours", "lab-gpu01": "Exited (0) 1 minute ago"})
+    assert cmd_lab.run(SimpleNamespace(action="up")) == 0
+    steps = [c[0][1] for c in calls if c[0][0] == "molecule"]
+    assert steps == ["destroy", "create", "prepare"]
+    assert "lab-gpu01 (Exited (0) 1 minute ago), lab-gpu02 (absent)" in capsys.readouterr().out
 
 
 def test_down_forgets_the_facts_even_when_destroy_fails(monkeypatch, tmp_path):
