@@ -34,3 +34,12 @@ def module_args(args: dict):
         patch.object(basic.AnsibleModule, "fail_json", fail_json),
     ):
         yield
+
+
+def run_main(main, args: dict) -> dict:
+    """Run a module's main() with these arguments; return what it passed to exit_json."""
+    import pytest
+
+    with module_args(args), pytest.raises(ExitJson) as exc:
+        main()
+    return exc.value.args[0]

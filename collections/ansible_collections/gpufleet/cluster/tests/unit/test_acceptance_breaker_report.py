@@ -5,33 +5,21 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from unittest.mock import patch
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.cluster.plugins.filter.drain_breaker import drain_breaker
 from ansible_collections.gpufleet.cluster.plugins.filter.nccl_parse import nccl_parse
 from ansible_collections.gpufleet.cluster.plugins.module_utils import control_daemons
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import render_breaker
 from ansible_collections.gpufleet.cluster.plugins.modules import acceptance_report
-from module_helpers import ExitJson
-from module_helpers import exit_json as _exit_json
-from module_helpers import fail_json as _fail_json
+from module_helpers import run_main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SINGLE_NODE_LOG = os.path.join(HERE, "fixtures", "nccl", "allreduce_multi_runs_single_node.txt")
 
 
 def run_report(args: dict) -> dict:
-    with (
-        patch_module_args(args),
-        patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        pytest.raises(ExitJson) as exc,
-    ):
-        acceptance_report.main()
-    return exc.value.args[0]
+    return run_main(acceptance_report.main, args)
 
 
 def single_runs(hosts: list[str], floor: float) -> list[dict]:

@@ -24,7 +24,7 @@ from ansible_collections.gpufleet.cluster.plugins.filter.nccl_node_record import
 from ansible_collections.gpufleet.cluster.plugins.filter.nccl_parse import nccl_parse
 from ansible_collections.gpufleet.cluster.plugins.modules import acceptance_report
 from hw_helpers import healthy_facts
-from module_helpers import ExitJson, FailJson
+from module_helpers import FailJson, run_main
 from module_helpers import exit_json as _exit_json
 from module_helpers import fail_json as _fail_json
 
@@ -477,14 +477,7 @@ def test_node_record_from_gpu_facts():
 def run_report(args: dict, check_mode: bool = False) -> dict:
     if check_mode:
         args = dict(args, _ansible_check_mode=True)
-    with (
-        patch_module_args(args),
-        patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        pytest.raises(ExitJson) as exc,
-    ):
-        acceptance_report.main()
-    result = exc.value.args[0]
+    result = run_main(acceptance_report.main, args)
     json.dumps(result)
     return result
 
