@@ -11,8 +11,8 @@ import time
 import yaml
 
 from . import acceptance_reuse as reuse
-from .common import EXIT_INTERRUPTED, ROOT, CliError
-from .runner import RunSession, add_run_arguments, options_from_args, run_playbook
+from .common import ROOT
+from .runner import RunSession, RunStopped, add_run_arguments, options_from_args, run_playbook
 
 # subcommand -> (playbook, one-line help, description)
 COMMANDS = {
@@ -116,10 +116,9 @@ def provision(args) -> int:
     """site.yml; acceptance as a second run, or the last passing one kept (see acceptance_reuse)."""
     try:
         return _provision(args)
-    except CliError as exc:
-        if exc.code == EXIT_INTERRUPTED:
-            # What the interrupted run changed is unknown: the next whole run measures again.
-            reuse.forget(args.inventory)
+    except RunStopped:
+        # What the interrupted or killed run changed is unknown: the next whole run measures again.
+        reuse.forget(args.inventory)
         raise
 
 

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, FACT_CACHE, ROOT, CliError
 
 HOST_STATES = ("ok", "changed", "failed", "unreachable", "skipped")
+# The environment variable that marks every process of one playbook run (ansible-playbook, its
+# workers, their connection processes), whatever process group or session they moved to.
+RUN_MARK = "GPUFLEET_RUN"
 
 
 @dataclass
@@ -262,6 +265,7 @@ def runner_kwargs(path: str, inventory: str, opts: RunOptions, private: str, ide
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": FACT_CACHE,
         "PATH": os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ.get("PATH", ""),
+        RUN_MARK: f"{os.getpid()}-{ident}",
     }
     if opts.brief:
         env["GPUFLEET_BRIEF"] = os.path.abspath(opts.brief)
@@ -321,17 +325,31 @@ class RunSession:
         stop = StopRequest()
         with stop.catching():
             result = ansible_runner.run(**kwargs, event_handler=self.progress, cancel_callback=stop.requested)
+        # ansible-playbook killed from outside (the OOM killer, kill -9) leaves its workers running
+        # tasks on the hosts with nobody reading their results; they are found by the mark this
+        # run's environment gave them and stopped, so nothing changes hosts after this returns.
+        leftovers = stop_leftovers(kwargs["envvars"][RUN_MARK])
         self.progress.close()
         self.logs.append(os.path.join(private, "artifacts", ident, "stdout"))
-        rc = result.rc if result.rc is not None else 1
+        rc = result.rc if result.rc is not None else EXIT_FAILED
         self.rcs.append(rc)
+        where = f" during '{self.tracker.phase} / {self.tracker.current_task}'" if self.tracker.phase else ""
+        left = f"; {leftovers} of its processes left behind were stopped" if leftovers else ""
         if stop.signal is not None:
             self.stream.write(self.tracker.summary(log_path=self.logs) + "\n")
-            where = f" during '{self.tracker.phase} / {self.tracker.current_task}'" if self.tracker.phase else ""
-            raise CliError(
-                f"interrupted ({stop.signal}){where}: ansible-playbook was stopped; every file gpufleet "
+            raise RunStopped(
+                f"interrupted ({stop.signal}){where}: ansible-playbook was stopped{left}; every file gpufleet "
                 "writes is replaced whole, so run the same command again to converge",
                 code=EXIT_INTERRUPTED,
+            )
+        if result.rc is None:
+            # pexpect gives no exit status to a process that a signal ended.
+            self.stream.write(self.tracker.summary(log_path=self.logs) + "\n")
+            raise RunStopped(
+                f"ansible-playbook was killed{where} (it ended on a signal, with no exit status: the OOM "
+                f"killer or a kill from outside){left}; what it was doing on the hosts is unfinished, and "
+                "every file gpufleet writes is replaced whole, so run the same command again to converge",
+                code=EXIT_FAILED,
             )
         return rc
 
@@ -339,6 +357,35 @@ class RunSession:
         """Print the summary of every run; return the exit code."""
         self.stream.write(self.tracker.summary(log_path=self.logs) + "\n")
         return self.tracker.exit_code(next((rc for rc in self.rcs if rc), 0))
+
+
+class RunStopped(CliError):
+    """The run ended before ansible-playbook did: interrupted here, or ansible-playbook killed."""
+
+
+def stop_leftovers(mark: str, proc: str = "/proc") -> int:
+    """SIGKILL every process (but this one) whose environment holds ``GPUFLEET_RUN=<mark>``; return how many."""
+    needle = f"{RUN_MARK}={mark}".encode()
+    stopped = 0
+    try:
+        pids = [int(d) for d in os.listdir(proc) if d.isdigit()]
+    except OSError:
+        return 0
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            with open(os.path.join(proc, str(pid), "environ"), "rb") as fh:
+                env = fh.read().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile, or another user's
+        if needle in env:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                stopped += 1
+            except OSError:
+                pass
+    return stopped
 
 
 class StopRequest:

@@ -432,3 +432,27 @@ def test_ctrl_c_stops_ansible_playbook_and_says_how_to_go_on(cluster, capsys, mo
     assert signal.getsignal(signal.SIGINT) == before
     # What the interrupted run changed is unknown: the last passing acceptance is not kept.
     assert accepted(cluster) is None
+
+
+def test_ansible_playbook_killed_from_outside_is_named_and_nothing_follows(cluster, capsys, monkeypatch):
+    """ansible-playbook ended by a signal (the OOM killer, kill -9) has no exit status: the CLI says
+    it was killed and where, measures no acceptance after it, forgets the last passing one and
+    exits 1 with what to do next."""
+    converge_and_accept(cluster, capsys)
+
+    def killed_run(**kw):
+        handler = kw["event_handler"]
+        handler({"event": "playbook_on_play_start", "event_data": {"play": "Slurm"}})
+        handler({"event": "playbook_on_task_start", "event_data": {"task": "Write slurm.conf"}})
+        cluster.calls.append({"playbook": Path(kw["playbook"]).name})
+        return SimpleNamespace(rc=None)  # what ansible-runner returns for a signalled child
+
+    monkeypatch.setattr(cluster, "run", killed_run)
+    rc = main(["provision", "-i", str(cluster.inventory), "--no-progress"])
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert [c["playbook"] for c in cluster.calls] == ["site.yml"]
+    assert "ansible-playbook was killed during 'Slurm / Write slurm.conf'" in captured.err
+    assert "run the same command again to converge" in captured.err
+    assert "Summary" in captured.out
+    assert accepted(cluster) is None

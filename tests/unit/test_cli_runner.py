@@ -201,3 +201,23 @@ def test_summary_has_no_idle_line_when_every_play_ran_tasks():
     for e in HEALTHY:
         tracker.handle(e)
     assert "nothing to run" not in tracker.summary()
+
+
+def test_stop_leftovers_kills_only_the_processes_of_its_run():
+    """Workers of a killed ansible-playbook carry the run's mark in their environment: those are
+    stopped, a process of another run (another mark) is not."""
+    import subprocess
+
+    from gpufleet_cli import runner as r
+
+    ours = subprocess.Popen(["sleep", "60"], env={**os.environ, r.RUN_MARK: "1-ours"})
+    theirs = subprocess.Popen(["sleep", "60"], env={**os.environ, r.RUN_MARK: "1-ours-too-long"})
+    try:
+        assert r.stop_leftovers("1-ours") == 1
+        assert ours.wait(timeout=10) == -9
+        assert theirs.poll() is None
+        assert r.stop_leftovers("1-nobody") == 0
+    finally:
+        theirs.kill()
+        theirs.wait()
+        ours.kill()
