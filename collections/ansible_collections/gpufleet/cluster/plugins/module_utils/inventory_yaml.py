@@ -25,9 +25,12 @@ so that the caller hands the file to Ansible's own inventory instead.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import re
 import string
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,9 +96,28 @@ def load_yaml_file(path: str) -> Any:
     return load_yaml_text(data, path)
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while building large acyclic data.
+
+    Parsing an inventory allocates millions of small dicts, lists and strings and frees none of
+    them, so the collector runs many times and each full pass walks everything built so far:
+    its cost grows faster than the file. Nothing built here holds a reference cycle, so pausing
+    it changes no result; it is turned back on (if it was on) as soon as the block ends.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def load_yaml_text(data: bytes | str, path: str) -> Any:
     try:
-        return yaml.load(data, Loader=_GpufleetLoader)
+        with _gc_paused():
+            return yaml.load(data, Loader=_GpufleetLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
@@ -151,6 +173,8 @@ class _Group:
     name: str
     vars: dict = field(default_factory=dict)
     hosts: list[str] = field(default_factory=list)
+    # The same names as ``hosts``, for constant-time membership tests (``hosts`` keeps the order).
+    host_set: set[str] = field(default_factory=set)
     children: list[str] = field(default_factory=list)
     parents: list[str] = field(default_factory=list)
     priority: int = 1  # ansible_group_priority
@@ -265,7 +289,8 @@ class _Builder:
         if host not in self.host_seen:
             self.host_seen.add(host)
             self.host_order.append(host)
-        if host not in group.hosts:
+        if host not in group.host_set:
+            group.host_set.add(host)
             group.hosts.append(host)
 
 
@@ -358,6 +383,11 @@ def load_inventory(path: str, data: Any = _UNREAD) -> Inventory:
     """
     if data is _UNREAD:
         data = load_yaml_file(path)
+    with _gc_paused():
+        return _build_inventory(path, data)
+
+
+def _build_inventory(path: str, data: Any) -> Inventory:
     b = _Builder(path)
     if data is None:
         data = {}
@@ -370,9 +400,11 @@ def load_inventory(path: str, data: Any = _UNREAD) -> Inventory:
     groups = b.groups
     # Hosts directly in all, or in no group but all → ungrouped (as Ansible does).
     in_group = {h for name, g in groups.items() if name not in ("all", "ungrouped") for h in g.hosts}
+    ungrouped = groups["ungrouped"]
     for h in b.host_order:
-        if h not in in_group and h not in groups["ungrouped"].hosts:
-            groups["ungrouped"].hosts.append(h)
+        if h not in in_group and h not in ungrouped.host_set:
+            ungrouped.host_set.add(h)
+            ungrouped.hosts.append(h)
     groups["all"].hosts = list(b.host_order)
 
     depth = _depths(groups)
