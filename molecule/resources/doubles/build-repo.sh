@@ -16,9 +16,13 @@
 #
 # The packages carry NVIDIA's real names, versions and version-locked Depends
 # (Debian flavour of the CUDA repository), and two versions of the pinned ones,
-# so that pins, holds and downgrades are exercised. Their programs are stand-ins
+# so that pins, holds and downgrades are exercised. Every NVIDIA name and version
+# string comes from the vendor matrix (module_utils/vendor_matrix.py) through
+# matrix_packages.py, which also holds the versions built: a double cannot carry a
+# name the matrix does not list for Debian 12 / 13 (tests/unit/test_doubles_repo.py
+# builds the repository and checks it). Their programs are stand-ins
 # (stack/bin) answering from /etc/gpufleet-doubles/hw-profile.json.
-# Needs dpkg-deb, apt-ftparchive (apt-utils), gpg and a C compiler.
+# Needs dpkg-deb, apt-ftparchive (apt-utils), gpg, a C compiler and python3.
 # Rebuilds only when its inputs changed.
 set -euo pipefail
 
@@ -32,24 +36,21 @@ exec 9>"$out.lock"
 flock 9
 gnupg=${GPUFLEET_DOUBLES_GNUPG:-$(dirname "$out")/doubles-repo-gnupg}
 
-# Versions: the pinned one first, then a newer one that must never be picked up.
-driver_versions=(570.133.20 570.148.08)
-cuda_versions=(12.8.0 12.8.1)          # cuda-toolkit-12-8 package versions (12.8.1 = the 12.8 pin)
-cuda_other=12.9.1                       # a second toolkit, for the alternatives test
-nccl_versions=(2.26.2 2.26.5)
-nccl_cuda=12.8
-doca_versions=(2.10.0 2.9.1)           # DOCA releases (2.10.0 = the lab pin)
-dcgm_versions=(4.2.3 4.3.1)
-toolkit_versions=(1.17.5 1.17.8)
+for tool in dpkg-deb apt-ftparchive gpg cc python3; do
+  command -v "$tool" >/dev/null || { echo "build-repo.sh: $tool is missing (apt-get install dpkg apt-utils gnupg gcc python3)" >&2; exit 1; }
+done
+
+# NVIDIA's packages: the versions built (the pinned one first, then a newer one that must never
+# be picked up) and, per version, each package's name and version string from the vendor matrix
+# (driver_versions, drv_driver[v], drv_version[v], ... ; see matrix_packages.py).
+matrix=$(python3 "$here/matrix_packages.py")
+eval "$matrix"
+# Not NVIDIA repository packages (source tarballs and GitHub release files).
 nccl_tests_version=2.16.3
 enroot_version=3.5.0
 pyxis_version=0.20.0
 
-for tool in dpkg-deb apt-ftparchive gpg cc; do
-  command -v "$tool" >/dev/null || { echo "build-repo.sh: $tool is missing (apt-get install dpkg apt-utils gnupg gcc)" >&2; exit 1; }
-done
-
-stamp=$( { cat "$0"; find "$stack" "$here/bin" -type f -print0 2>/dev/null | sort -z | xargs -0 cat; } | sha256sum | cut -c1-16)
+stamp=$( { cat "$0"; printf '%s\n' "$matrix"; find "$stack" "$here/bin" -type f -print0 2>/dev/null | sort -z | xargs -0 cat; } | sha256sum | cut -c1-16)
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ] && [ -f "$out/gpufleet-doubles.asc" ]; then
   echo "doubles repo up to date ($stamp)"
   exit 0
@@ -102,35 +103,37 @@ nvidia_smi=$here/bin/nvidia-smi
 
 # --- driver (Debian names in NVIDIA's CUDA repository) ------------------------
 for v in "${driver_versions[@]}"; do
-  dv=$v-1 branch=${v%%.*}
+  dv=${drv_version[$v]} fmv=${drv_fabricmanager_version[$v]}
+  libcuda=${drv_libcuda[$v]} smi=${drv_smi[$v]} driver=${drv_driver[$v]} persistenced=${drv_persistenced[$v]}
+  kopen=${drv_kmod_open[$v]} kprop=${drv_kmod_proprietary[$v]} fmname=${drv_fabricmanager[$v]}
   cc -shared -fPIC -o "$work/libstub.so" -x c - <<<'int gpufleet_driver_double(void) { return 0; }'
-  mkdir -p "$work/root/libcuda1-$dv/usr/lib/x86_64-linux-gnu"
-  cp "$work/libstub.so" "$work/root/libcuda1-$dv/usr/lib/x86_64-linux-gnu/libcuda.so.$v"
-  cp "$work/libstub.so" "$work/root/libcuda1-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$v"
-  ln -s "libcuda.so.$v" "$work/root/libcuda1-$dv/usr/lib/x86_64-linux-gnu/libcuda.so.1"
-  ln -s "libnvidia-ml.so.$v" "$work/root/libcuda1-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
-  pkg cuda libcuda1 "$dv" ""
-  put "nvidia-smi-$dv" "$nvidia_smi" /usr/bin/nvidia-smi 0755 PKG=nvidia-smi
-  helper "nvidia-smi-$dv" nvidia-smi
-  pkg cuda nvidia-smi "$dv" "libcuda1 (= $dv)"
-  pkg cuda nvidia-driver-cuda "$dv" "nvidia-smi (= $dv), libcuda1 (= $dv)"
-  mkdir -p "$work/root/nvidia-kernel-open-dkms-$dv/usr/src/nvidia-$v" "$work/root/nvidia-kernel-dkms-$dv/usr/src/nvidia-$v"
-  pkg cuda nvidia-kernel-open-dkms "$dv" "" nvidia-kernel-dkms
-  pkg cuda nvidia-kernel-dkms "$dv" "" nvidia-kernel-open-dkms
-  put "nvidia-persistenced-$dv" "$stack/bin/daemon-standin" /usr/bin/nvidia-persistenced 0755 NAME=nvidia-persistenced "VERSION=$v"
-  put "nvidia-persistenced-$dv" "$stack/units/nvidia-persistenced.service" /lib/systemd/system/nvidia-persistenced.service 0644
-  pkg cuda nvidia-persistenced "$dv" "libcuda1 (= $dv)"
-  fm=nvidia-fabricmanager-$branch-$dv
+  mkdir -p "$work/root/$libcuda-$dv/usr/lib/x86_64-linux-gnu"
+  cp "$work/libstub.so" "$work/root/$libcuda-$dv/usr/lib/x86_64-linux-gnu/libcuda.so.$v"
+  cp "$work/libstub.so" "$work/root/$libcuda-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$v"
+  ln -s "libcuda.so.$v" "$work/root/$libcuda-$dv/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+  ln -s "libnvidia-ml.so.$v" "$work/root/$libcuda-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+  pkg cuda "$libcuda" "$dv" ""
+  put "$smi-$dv" "$nvidia_smi" /usr/bin/nvidia-smi 0755 "PKG=$smi"
+  helper "$smi-$dv" "$smi"
+  pkg cuda "$smi" "$dv" "$libcuda (= $dv)"
+  pkg cuda "$driver" "$dv" "$smi (= $dv), $libcuda (= $dv)"
+  mkdir -p "$work/root/$kopen-$dv/usr/src/nvidia-$v" "$work/root/$kprop-$dv/usr/src/nvidia-$v"
+  pkg cuda "$kopen" "$dv" "" "$kprop"
+  pkg cuda "$kprop" "$dv" "" "$kopen"
+  put "$persistenced-$dv" "$stack/bin/daemon-standin" /usr/bin/nvidia-persistenced 0755 NAME=nvidia-persistenced "VERSION=$v"
+  put "$persistenced-$dv" "$stack/units/nvidia-persistenced.service" /lib/systemd/system/nvidia-persistenced.service 0644
+  pkg cuda "$persistenced" "$dv" "$libcuda (= $dv)"
+  fm=$fmname-$fmv
   put "$fm" "$stack/bin/daemon-standin" /usr/bin/nv-fabricmanager 0755 NAME=nv-fabricmanager "VERSION=$v"
   put "$fm" "$stack/units/nvidia-fabricmanager.service" /lib/systemd/system/nvidia-fabricmanager.service 0644
   mkdir -p "$work/root/$fm/usr/share/nvidia/nvswitch"
   printf 'LOG_LEVEL=4\nFABRIC_MODE=0\n' >"$work/root/$fm/usr/share/nvidia/nvswitch/fabricmanager.cfg"
-  pkg cuda "nvidia-fabricmanager-$branch" "$dv" ""
+  pkg cuda "$fmname" "$fmv" ""
 done
 
 # --- CUDA toolkits -------------------------------------------------------------
 for full in "${cuda_versions[@]}" "$cuda_other"; do
-  minor=${full%.*} dv=$full-1 name=cuda-toolkit-${full%%.*}-$(cut -d. -f2 <<<"$full")
+  minor=${full%.*} dv=${cuda_version[$full]} name=${cuda_toolkit[$full]}
   prio=$(( ${minor%%.*} * 10 + ${minor#*.} ))
   r=$name-$dv
   put "$r" "$stack/bin/nvcc" "/usr/local/cuda-$minor/bin/nvcc" 0755 "MINOR=$minor" "FULL=$full"
@@ -143,7 +146,7 @@ for full in "${cuda_versions[@]}" "$cuda_other"; do
   script "$r" prerm "[ \"\$1\" = upgrade ] || update-alternatives --remove cuda /usr/local/cuda-$minor"
   pkg cuda "$name" "$dv" ""
   # GPUDirect Storage as nvidia-gds-X-Y: in production it pulls nvidia-fs (DKMS) and the cuFile tools.
-  gds=nvidia-gds-${full%%.*}-$(cut -d. -f2 <<<"$full")
+  gds=${cuda_gds[$full]}
   mkdir -p "$work/root/$gds-$dv/usr/local/cuda-$minor/gds/tools"
   pkg cuda "$gds" "$dv" ""
 done
@@ -151,13 +154,13 @@ done
 # --- NCCL ---------------------------------------------------------------------------
 for v in "${nccl_versions[@]}"; do
   IFS=. read -r major minor patch <<<"$v"
-  dv=$v-1+cuda$nccl_cuda code=$(( major * 10000 + minor * 100 + patch ))
-  lib=$work/root/libnccl2-$dv/usr/lib/x86_64-linux-gnu
+  dv=${nccl_version[$v]} code=$(( major * 10000 + minor * 100 + patch ))
+  lib=$work/root/$nccl_lib-$dv/usr/lib/x86_64-linux-gnu
   mkdir -p "$lib"
   cc -shared -fPIC -Wl,-soname,libnccl.so.2 -DNCCL_STUB_CODE="$code" -o "$lib/libnccl.so.$v" "$stack/nccl-stub.c"
   ln -s "libnccl.so.$v" "$lib/libnccl.so.2"
-  pkg cuda libnccl2 "$dv" ""
-  dev=$work/root/libnccl-dev-$dv
+  pkg cuda "$nccl_lib" "$dv" ""
+  dev=$work/root/$nccl_dev-$dv
   mkdir -p "$dev/usr/include" "$dev/usr/lib/x86_64-linux-gnu"
   ln -s libnccl.so.2 "$dev/usr/lib/x86_64-linux-gnu/libnccl.so"
   cat >"$dev/usr/include/nccl.h" <<H
@@ -174,30 +177,30 @@ typedef enum { ncclSuccess = 0 } ncclResult_t;
 ncclResult_t ncclGetVersion(int *version);
 #endif
 H
-  pkg cuda libnccl-dev "$dv" "libnccl2 (= $dv)"
+  pkg cuda "$nccl_dev" "$dv" "$nccl_lib (= $dv)"
 done
 
 # --- DCGM 4 ---------------------------------------------------------------------
 for v in "${dcgm_versions[@]}"; do
-  dv=1:$v-1 r=datacenter-gpu-manager-4-core-1:$v-1
-  put "$r" "$stack/bin/nv-hostengine" /usr/bin/nv-hostengine 0755 "VERSION=$v" PKG=datacenter-gpu-manager-4-core
-  helper "$r" datacenter-gpu-manager-4-core
+  dv=${dcgm_version[$v]} r=$dcgm_core-${dcgm_version[$v]}
+  put "$r" "$stack/bin/nv-hostengine" /usr/bin/nv-hostengine 0755 "VERSION=$v" "PKG=$dcgm_core"
+  helper "$r" "$dcgm_core"
   put "$r" "$stack/units/nvidia-dcgm.service" /lib/systemd/system/nvidia-dcgm.service 0644
-  pkg cuda datacenter-gpu-manager-4-core "$dv" ""
-  pkg cuda datacenter-gpu-manager-4-cuda12 "$dv" "datacenter-gpu-manager-4-core (= $dv)"
+  pkg cuda "$dcgm_core" "$dv" ""
+  pkg cuda "$dcgm_cuda" "$dv" "$dcgm_core (= $dv)"
 done
 
 # --- >>> observability (issue #12): DCGM exporter --------------------------------------
 # datacenter-gpu-manager-exporter as in NVIDIA's CUDA repository: /usr/bin/dcgm-exporter, the
 # nvidia-dcgm-exporter unit and /etc/dcgm-exporter/default-counters.csv. The pinned version
 # first (4.1.3 is paired with DCGM 4.2.3), then a newer one that must never be picked up.
-for v in 4.1.3 4.4.0; do
-  r=datacenter-gpu-manager-exporter-$v-1
+for v in "${dcgm_exporter_versions[@]}"; do
+  dv=${dcgm_exporter_version[$v]} r=$dcgm_exporter_pkg-${dcgm_exporter_version[$v]}
   put "$r" "$stack/bin/dcgm_exporter_double.py" /usr/bin/dcgm-exporter 0755 "VERSION=$v"
   put "$r" "$stack/units/nvidia-dcgm-exporter.service" /lib/systemd/system/nvidia-dcgm-exporter.service 0644
   put "$r" "$stack/dcgm-exporter/default-counters.csv" /etc/dcgm-exporter/default-counters.csv 0644
   mkdir -p "$work/root/$r/DEBIAN" && printf '/etc/dcgm-exporter/default-counters.csv\n' >"$work/root/$r/DEBIAN/conffiles"
-  pkg cuda datacenter-gpu-manager-exporter "$v-1" "datacenter-gpu-manager-4-core (>= 1:4.0.0)"
+  pkg cuda "$dcgm_exporter_pkg" "$dv" "$dcgm_core (>= 1:4.0.0)"
 done
 # --- <<< observability ------------------------------------------------------------------
 
@@ -206,12 +209,13 @@ done
 # whose doca-ofed profile meta-package pulls the user space (here Debian's real one).
 doca_repos=()
 for v in "${doca_versions[@]}"; do
-  for distro in debian12 debian13; do
-    repo=doca/$v/$distro/x86_64
+  dv=${doca_version[$v]}
+  for os in debian12 debian13; do
+    repo=doca/$v/${doca_distro[$os]}/x86_64
     mkdir -p "$out/$repo"
-    pkg "$repo" doca-ofed "$v-1" "rdma-core, ibverbs-providers, ibverbs-utils, infiniband-diags, perftest"
-    pkg "$repo" doca-ofed-userspace "$v-1" "rdma-core, ibverbs-providers, ibverbs-utils"
-    rm -rf "$work/root/doca-ofed-$v-1" "$work/root/doca-ofed-userspace-$v-1"
+    pkg "$repo" "$doca_pkg" "$dv" "rdma-core, ibverbs-providers, ibverbs-utils, infiniband-diags, perftest"
+    pkg "$repo" "$doca_userspace_pkg" "$dv" "rdma-core, ibverbs-providers, ibverbs-utils"
+    rm -rf "$work/root/$doca_pkg-$dv" "$work/root/$doca_userspace_pkg-$dv"
     doca_repos+=("$repo")
   done
 done
@@ -219,24 +223,24 @@ done
 
 # --- NVIDIA container toolkit (its own repository, as in production) ------------------
 for v in "${toolkit_versions[@]}"; do
-  dv=$v-1
-  mkdir -p "$work/root/libnvidia-container1-$dv/usr/lib/x86_64-linux-gnu"
-  cp "$work/libstub.so" "$work/root/libnvidia-container1-$dv/usr/lib/x86_64-linux-gnu/libnvidia-container.so.$v"
-  pkg libnvidia-container libnvidia-container1 "$dv" ""
+  dv=${toolkit_version[$v]}
+  mkdir -p "$work/root/$ctk_lib-$dv/usr/lib/x86_64-linux-gnu"
+  cp "$work/libstub.so" "$work/root/$ctk_lib-$dv/usr/lib/x86_64-linux-gnu/libnvidia-container.so.$v"
+  pkg libnvidia-container "$ctk_lib" "$dv" ""
   printf '#!/bin/sh\necho "cli-version: %s (gpufleet test double)"\n' "$v" >"$work/cli"
-  put "libnvidia-container-tools-$dv" "$work/cli" /usr/bin/nvidia-container-cli 0755
-  pkg libnvidia-container libnvidia-container-tools "$dv" "libnvidia-container1 (>= $dv)"
-  r=nvidia-container-toolkit-base-$dv
-  put "$r" "$stack/bin/nvidia-ctk" /usr/bin/nvidia-ctk 0755 "VERSION=$v" PKG=nvidia-container-toolkit-base
-  helper "$r" nvidia-container-toolkit-base
+  put "$ctk_tools-$dv" "$work/cli" /usr/bin/nvidia-container-cli 0755
+  pkg libnvidia-container "$ctk_tools" "$dv" "$ctk_lib (>= $dv)"
+  r=$ctk_base-$dv
+  put "$r" "$stack/bin/nvidia-ctk" /usr/bin/nvidia-ctk 0755 "VERSION=$v" "PKG=$ctk_base"
+  helper "$r" "$ctk_base"
   printf '#!/bin/sh\necho "nvidia-container-runtime (gpufleet test double) %s" >&2\nexec runc "$@"\n' "$v" >"$work/rt"
   put "$r" "$work/rt" /usr/bin/nvidia-container-runtime 0755
   printf '#!/bin/sh\nexit 0\n' >"$work/hook"
   put "$r" "$work/hook" /usr/bin/nvidia-cdi-hook 0755
-  pkg libnvidia-container nvidia-container-toolkit-base "$dv" ""
-  put "nvidia-container-toolkit-$dv" "$work/hook" /usr/bin/nvidia-container-runtime-hook 0755
-  pkg libnvidia-container nvidia-container-toolkit "$dv" \
-    "nvidia-container-toolkit-base (= $dv), libnvidia-container-tools (>= $dv), libnvidia-container-tools (<< 2.0.0)"
+  pkg libnvidia-container "$ctk_base" "$dv" ""
+  put "$ctk_toolkit-$dv" "$work/hook" /usr/bin/nvidia-container-runtime-hook 0755
+  pkg libnvidia-container "$ctk_toolkit" "$dv" \
+    "$ctk_base (= $dv), $ctk_tools (>= $dv), $ctk_tools (<< 2.0.0)"
 done
 
 # --- nccl-tests source (stand-in tree, real build interface) ---------------------

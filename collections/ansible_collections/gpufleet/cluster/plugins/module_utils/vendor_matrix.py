@@ -27,7 +27,11 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.compat import parse_version
 
+# The dates sources were read: CHECKED for the matrix's first reading (every row's default),
+# CHECKED_AGAIN for rows added or re-read later (their Source says checked=CHECKED_AGAIN).
 CHECKED = "2026-12-02"
+CHECKED_AGAIN = "2026-12-03"
+CHECK_DATES: tuple[str, ...] = (CHECKED, CHECKED_AGAIN)
 
 OSES: tuple[str, ...] = ("debian12", "debian13", "ubuntu2204", "ubuntu2404", "rhel9")
 ARCHES: tuple[str, ...] = ("x86_64", "aarch64")
@@ -73,6 +77,7 @@ KNOWN_VERSIONS: dict[str, tuple[str, ...]] = {
     "container-toolkit": ("1.17.5", "1.17.8", "1.18.0"),
     "doca-ofed": ("2.9.1", "2.10.0", "3.1.0", "3.2.0"),
     "gpu-operator": ("24.9.2", "25.3.0", "25.3.4"),
+    "dcgm-exporter": ("4.1.3", "4.4.0"),
 }
 
 
@@ -140,6 +145,20 @@ _GPUOP = "https://github.com/NVIDIA/gpu-operator/commit/68d6fc034add0e48ce609411
 _IMEX = "https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/deployment.html"
 _MNNVL = "https://docs.nvidia.com/multi-node-nvlink-systems/mnnvl-user-guide/mnnvl-user-guide.pdf"
 _DCGM_EXP = "https://github.com/NVIDIA/dcgm-exporter/releases/tag/4.4.0-4.5.0"
+_DCGM_EXP_PKG = (
+    "https://github.com/NVIDIA/dcgm-exporter/blob/7ad58324b4447b64dc3dedf946b889b648b7f476/hack/package/test.sh"
+)
+_DCGM_EXP_UNIT = (
+    "https://github.com/NVIDIA/dcgm-exporter/blob/09d74b9bd423843e8238e5dc6ce359b220a5c373/"
+    "packaging/config-files/systemd/nvidia-dcgm-exporter.service"
+)
+_DCGM_EXP_RPM = (
+    "https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/"
+    "datacenter-gpu-manager-exporter-4.1.3-1.x86_64.rpm"
+)
+_CUDA_1302 = "https://docs.nvidia.com/cuda/archive/13.0.2/cuda-toolkit-release-notes/index.html"
+_GDS_GUIDE = "https://docs.nvidia.com/gpudirect-storage/troubleshooting-guide/installing-gpudirect-storage.html"
+_DOCA_PROFILES = "https://docs.nvidia.com/doca/sdk/nvidia+doca+profiles"
 _ROLE = "gpufleet roles (no vendor source found here)"
 
 _NO_SOURCE = "gpufleet's value; no vendor page or file showing it was found here"
@@ -320,6 +339,20 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "driver",
+        "dependencies",
+        ["libcuda1", "nvidia-smi"],
+        Source(
+            "https://packages.debian.org/bookworm/libcuda1",
+            False,
+            "Debian's own names for the CUDA driver library and nvidia-smi; what nvidia-driver-cuda pulls in "
+            "from NVIDIA's Debian repository was not read here",
+            checked=CHECKED_AGAIN,
+        ),
+        oses=_DEB,
+        doc="packages the driver packages pull in (the test doubles build them)",
+    ),
+    Row(
+        "driver",
         "unit.persistenced",
         "nvidia-persistenced",
         Source(_ROLE, False, "gpufleet's value; no vendor page or file showing it was found here"),
@@ -455,9 +488,29 @@ ROWS: tuple[Row, ...] = (
         "package_versions",
         {"13.0": "13.0.2-1"},
         Source(
-            "https://docs.nvidia.com/cuda/archive/13.0.2/cuda-toolkit-release-notes/index.html",
+            _CUDA_1302,
             note="13.0 Update 2; cuda-toolkit-13-0=13.0.2-1 is pinned as such by public install scripts",
         ),
+    ),
+    Row(
+        "cuda",
+        "package_version",
+        "{version}-1",
+        Source(_CUDA_1302, note="<release>-1, e.g. cuda-toolkit-13-0=13.0.2-1", checked=CHECKED_AGAIN),
+        doc="cuda-toolkit-<major>-<minor> version of an exact CUDA release",
+    ),
+    Row(
+        "cuda",
+        "gds_packages",
+        ["nvidia-gds-{cuda_dash}"],
+        Source(
+            _GDS_GUIDE,
+            False,
+            "GPUDirect Storage from NVIDIA's CUDA repository, one package per CUDA minor (nvidia-gds-<major>-<minor>); "
+            "the guide's package commands not re-read here",
+            checked=CHECKED_AGAIN,
+        ),
+        doc="GPUDirect Storage (brings nvidia-fs and the cuFile tools)",
     ),
     # ---- NCCL ----
     Row("nccl", "packages", ["libnccl2", "libnccl-dev"], Source(_NCCL_GUIDE), oses=_APT),
@@ -595,22 +648,98 @@ ROWS: tuple[Row, ...] = (
         minimum="3.2",
     ),
     Row("doca-ofed", "packages", ["doca-ofed"], Source(_DOCA_GUIDE)),
+    Row(
+        "doca-ofed",
+        "userspace_packages",
+        ["doca-ofed-userspace"],
+        Source(
+            _DOCA_PROFILES,
+            False,
+            "user space only (drivers from the image); not among the profiles that page lists (doca-all, "
+            "doca-networking, doca-ofed, doca-roce, doca-host-basic)",
+            checked=CHECKED_AGAIN,
+        ),
+    ),
+    Row(
+        "doca-ofed",
+        "package_version",
+        "{version}-1",
+        Source(
+            _ROLE,
+            False,
+            "the rdma role installs the profile unpinned (the repository path pins the release); the meta "
+            "package's own version string was not read from NVIDIA's repository",
+            checked=CHECKED_AGAIN,
+        ),
+    ),
     # ---- DCGM exporter ----
     Row(
         "dcgm-exporter",
         "package",
         "datacenter-gpu-manager-exporter",
-        Source(_ROLE, False, "package in NVIDIA's CUDA repository; not re-read here"),
+        Source(
+            _DCGM_EXP_PKG,
+            note="PACKAGE_NAME datacenter-gpu-manager-exporter, built as .deb (tested on Ubuntu 22.04/24.04) and "
+            ".rpm (tested on UBI 8/9), installed from NVIDIA's CUDA repository",
+            checked=CHECKED_AGAIN,
+        ),
+    ),
+    Row(
+        "dcgm-exporter",
+        "package_version",
+        "{version}-1",
+        Source(
+            _DCGM_EXP_RPM,
+            note="release 1 of the exporter version (datacenter-gpu-manager-exporter-4.1.3-1); later releases "
+            "add a build number to the version (4.8.4.3955-1), which a pin must then spell out",
+            checked=CHECKED_AGAIN,
+        ),
+    ),
+    Row(
+        "dcgm-exporter",
+        "repository",
+        "cuda",
+        Source(
+            _DCGM_EXP_RPM,
+            note="in NVIDIA's CUDA repository beside DCGM (here rhel8; rhel9 not listed here, the same package "
+            "name is installed by dnf from it in public RHEL 9 image builds)",
+            checked=CHECKED_AGAIN,
+        ),
+        oses=_RHEL,
+        doc="the repository that carries the package",
+    ),
+    Row(
+        "dcgm-exporter",
+        "repository",
+        "cuda",
+        Source(
+            _DCGM_EXP_PKG,
+            False,
+            "the .deb is installed from NVIDIA's CUDA repository; listing not read here",
+            checked=CHECKED_AGAIN,
+        ),
         oses=_APT,
     ),
     Row(
         "dcgm-exporter",
-        "package",
-        "",
-        Source(_ROLE, False, "the dcgm_exporter role installs with apt only: no RHEL path yet"),
-        oses=_RHEL,
+        "unit",
+        "nvidia-dcgm-exporter",
+        Source(
+            _DCGM_EXP_UNIT,
+            note="staged at /lib/systemd/system/nvidia-dcgm-exporter.service in both packages",
+            checked=CHECKED_AGAIN,
+        ),
     ),
-    Row("dcgm-exporter", "unit", "nvidia-dcgm-exporter", Source(_ROLE, False, _NO_SOURCE), oses=_APT),
+    Row(
+        "dcgm-exporter",
+        "binary",
+        "/usr/bin/dcgm-exporter",
+        Source(
+            _DCGM_EXP_UNIT,
+            note="ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv",
+            checked=CHECKED_AGAIN,
+        ),
+    ),
     Row(
         "dcgm-exporter",
         "image",
@@ -765,6 +894,8 @@ def unconfirmed() -> list[Row]:
 __all__ = [
     "ARCHES",
     "CHECKED",
+    "CHECKED_AGAIN",
+    "CHECK_DATES",
     "COMPONENTS",
     "KNOWN_VERSIONS",
     "OSES",
