@@ -41,7 +41,7 @@ def test_every_row_cites_a_source_and_the_date_checked():
     for row in vm.ROWS:
         assert row.component in vm.COMPONENTS, row
         assert row.source.url, row
-        assert row.source.checked == vm.CHECKED, row
+        assert row.source.checked in vm.CHECK_DATES, row
         assert row.source.confirmed or row.source.note, f"unconfirmed without a reason: {row}"
 
 
@@ -167,6 +167,38 @@ def test_dcgm_role_matches_the_matrix(os, arch, cuda):
     assert r["dcgm_packages"] == vm.value("dcgm", "packages", os, arch, version, cuda=cuda)
     assert r["dcgm_service"] == vm.value("dcgm", "unit", os, arch)
     assert r["dcgm_hostengine_port"] == vm.value("dcgm", "hostengine_port", os, arch)
+
+
+@pytest.mark.parametrize(("os", "arch"), OS_ARCH)
+@pytest.mark.parametrize("exporter", KNOWN["dcgm-exporter"])
+def test_dcgm_exporter_role_matches_the_matrix(os, arch, exporter):
+    r = role_vars("dcgm_exporter", facts(os, arch), brief(), {"dcgm_exporter_version": exporter})
+    package = vm.value("dcgm-exporter", "package", os, arch, exporter)
+    version = vm.value("dcgm-exporter", "package_version", os, arch, exporter)
+    assert r["dcgm_exporter_package"] == package
+    assert r["dcgm_exporter_package_version"] == version
+    # apt installs one version as name=version, dnf as name-version.
+    separator = "-" if vm.OS_FAMILY[os] == "RedHat" else "="
+    assert r["_dcgm_exporter_install_spec"] == f"{package}{separator}{version}"
+    assert r["dcgm_exporter_service"] == vm.value("dcgm-exporter", "unit", os, arch)
+    assert r["dcgm_exporter_binary"] == vm.value("dcgm-exporter", "binary", os, arch)
+    assert r["dcgm_exporter_port"] == vm.value("dcgm-exporter", "port", os, arch)
+
+
+@pytest.mark.parametrize("family", sorted(set(vm.OS_FAMILY.values())))
+def test_dcgm_exporter_installs_and_locks_the_pinned_package_on_every_os_family(family):
+    """Each OS family of the matrix has an install path that installs the pinned spec and holds it."""
+    tasks = yaml.safe_load((ROOT / "roles/dcgm_exporter/tasks" / f"setup-{family}.yml").read_text())
+    manager = {"Debian": "ansible.builtin.apt", "RedHat": "ansible.builtin.dnf"}[family]
+    installs = [t for t in tasks if manager in t]
+    assert [t[manager]["name"] for t in installs] == ["{{ _dcgm_exporter_install_spec }}"]
+    hold = {"Debian": "ansible.builtin.dpkg_selections", "RedHat": "community.general.dnf_versionlock"}[family]
+    assert [t for t in tasks if hold in t and "dcgm_exporter_hold" in t["when"]], f"{family}: nothing holds it"
+
+
+def test_the_exporter_package_ships_in_the_repository_the_driver_role_adds():
+    for os in vm.OSES:
+        assert vm.value("dcgm-exporter", "repository", os) == "cuda", os
 
 
 # ---- container toolkit, DOCA-OFED, PMIx -------------------------------------------------------------
