@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
+import shutil
 import signal
 import sys
 import textwrap
@@ -315,7 +316,12 @@ class RunSession:
             raise CliError(f"inventory {opts.inventory} does not exist")
         stamp = _dt.datetime.now().strftime("%Y%m%dT%H%M%S")
         private = os.path.join(ROOT, ".cache", "runner")
-        os.makedirs(private, exist_ok=True)
+        try:
+            os.makedirs(private, exist_ok=True)
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise CliError(f"cannot keep this run's log under {private}: {why}", code=EXIT_FAILED) from exc
+        check_free_space(private)
         ident = f"{stamp}-{os.path.splitext(playbook)[0]}"
         kwargs = runner_kwargs(path, inventory, opts, private, ident)
         # Ctrl-C (SIGINT) or a SIGTERM stops the whole run: ansible-runner kills ansible-playbook's
@@ -357,6 +363,27 @@ class RunSession:
         """Print the summary of every run; return the exit code."""
         self.stream.write(self.tracker.summary(log_path=self.logs) + "\n")
         return self.tracker.exit_code(next((rc for rc in self.rcs if rc), 0))
+
+
+# What one run keeps on this machine before it touches a host: its log and events (ansible-runner's
+# artifacts, tens of MiB for a whole site at -vvv) and the hosts' facts.
+MIN_FREE_BYTES = 64 << 20
+
+
+def check_free_space(path: str, need: int = MIN_FREE_BYTES) -> None:
+    """Refuse to start a run that could not keep its own log: ansible-runner fails with a traceback
+    part way through a playbook when its artifact directory fills, leaving the hosts half done."""
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return  # the run's own writes will say what is wrong
+    if usage.free < need:
+        raise CliError(
+            f"only {usage.free >> 20} MiB free under {path}, where this run keeps its log, events and the hosts' "
+            f"facts; at least {need >> 20} MiB are needed: free space there (old runs are in "
+            f"{os.path.join(path, 'artifacts')}) and run again. No host was touched.",
+            code=EXIT_FAILED,
+        )
 
 
 class RunStopped(CliError):

@@ -456,3 +456,24 @@ def test_ansible_playbook_killed_from_outside_is_named_and_nothing_follows(clust
     assert "run the same command again to converge" in captured.err
     assert "Summary" in captured.out
     assert accepted(cluster) is None
+
+
+def test_a_full_controller_disk_is_refused_before_any_host_is_touched(cluster, capsys, monkeypatch):
+    """No room under .cache/runner for the run's log and events: the CLI says how much is free and
+    where, runs no playbook (ansible-runner would fail part way through with a traceback), and
+    exits 1."""
+    import shutil
+
+    real = shutil.disk_usage
+
+    def full(path):
+        usage = real(path)
+        return usage._replace(free=5 << 20) if ".cache" in str(path) else usage
+
+    monkeypatch.setattr(runner.shutil, "disk_usage", full)
+    rc = main(["provision", "-i", str(cluster.inventory), "--no-progress"])
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert cluster.calls == []
+    assert "only 5 MiB free under " in captured.err and ".cache/runner" in captured.err
+    assert "No host was touched" in captured.err
