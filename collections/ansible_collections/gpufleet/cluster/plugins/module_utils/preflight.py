@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import brief_schema, storage_checks
+from ansible_collections.gpufleet.cluster.plugins.module_utils import brief_schema, storage_checks, vendor_matrix
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief_schema import show
 from ansible_collections.gpufleet.cluster.plugins.module_utils.catalogue import (
     ACCELERATORS,
@@ -73,6 +73,10 @@ READ_HOST_VARS = (
     "storage_scratch_wipe",
     "acceptance_launcher",
     "acceptance_container_image",
+    # The cuda role's own pin of the toolkit package: a site that sets it installs a CUDA release
+    # the role's table does not know (see _check_cuda_package).
+    "cuda_package_version",
+    "cuda_package_versions",
 )
 MAX_FABRIC_IPS_CHECKED = 64
 _IMPLICIT_HOSTS = frozenset({"localhost"})
@@ -206,6 +210,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     _check_catalogue(ctx)
     _check_versions(ctx)
     _check_groups(ctx)
+    _check_cuda_package(ctx)
     _check_networks(ctx)
     _check_fabric(ctx)
     _check_hosts(ctx)
@@ -433,6 +438,41 @@ def _check_versions(ctx: Ctx) -> None:
                     "open kernel modules; found proprietary",
                 )
             )
+
+
+def _cuda_package_pinned_by_site(vars_: Any, cuda: str) -> bool:
+    """Whether a host's variables give the cuda role a package version for ``cuda`` themselves."""
+    if not isinstance(vars_, Mapping):
+        return False
+    table = vars_.get("cuda_package_versions")
+    return bool(vars_.get("cuda_package_version")) or (isinstance(table, Mapping) and bool(table.get(cuda)))
+
+
+def _check_cuda_package(ctx: Ctx) -> None:
+    """The brief's CUDA is a release the cuda role can install: its table (``cuda_package_versions``,
+    the vendor matrix's CUDA rows) gives the exact cuda-toolkit package version of each CUDA minor
+    it knows, and the role stops on any other before installing anything. Hosts whose inventory
+    pins the package themselves (``cuda_package_version``, or their own ``cuda_package_versions``
+    with this release) are fine."""
+    cuda = ctx.brief["software"].get("cuda")
+    if cuda is None or major_minor(cuda) is None:
+        return  # missing or malformed: the brief schema reports it
+    cuda = str(cuda)
+    known = vendor_matrix.cuda_package_versions()
+    if cuda in known:
+        return
+    gpu_hosts = [h for _i, _pool, _acc, _topo, hosts in ctx.pools for h in hosts]
+    if gpu_hosts and all(_cuda_package_pinned_by_site(ctx.hostvars.get(h), cuda) for h in gpu_hosts):
+        return
+    ctx.out.append(
+        violation(
+            "VER_CUDA_PACKAGE_UNKNOWN",
+            "software.cuda",
+            f"expected a CUDA release the cuda role can install ({', '.join(sorted(known, key=major_minor))}: "
+            f"cuda_package_versions), found {cuda}: add it to the vendor matrix's CUDA rows with its "
+            "cuda-toolkit package version, or set cuda_package_version in the GPU hosts' group_vars",
+        )
+    )
 
 
 def _check_groups(ctx: Ctx) -> None:
