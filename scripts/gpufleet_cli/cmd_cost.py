@@ -6,7 +6,10 @@ when PATH is ``cost``. Inputs:
 - Slurm accounting: ``--sacct FILE`` (``sacct --parsable2`` output with its header; ``-`` for stdin), or
   sacct run on the first Slurm controller of ``-i INVENTORY`` through Ansible (ad hoc, read-only);
 - the brief (``-i INVENTORY``'s brief.yml or ``--brief``): its ``cost:`` section and, with the
-  inventory, the cluster's GPU count (pools' GPUs per node x hosts); ``--gpus`` overrides it;
+  inventory, the cluster's GPU count (pools' GPUs per node x hosts); ``--gpus`` overrides it. The
+  inventory is read as ``gpufleet preflight`` reads it: anything ``-i`` takes in Ansible (a directory,
+  a YAML or INI file, an inventory script or plugin config, with ``--brief`` when PATH is not a
+  directory), a plain YAML file directly and every other form through Ansible's own inventory;
 - the latest acceptance report under ``--dir`` (or ``--acceptance FILE``): its verdict is shown.
 
 Exit codes: 0 the report was printed (whatever the cluster's cost); 2 unreadable or missing input.
@@ -31,7 +34,13 @@ def register(sub) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("report cost (gpufleet report cost ...)")
     g.add_argument("--sacct", metavar="FILE", help="sacct --parsable2 output (with header; - for stdin)")
-    g.add_argument("-i", "--inventory", metavar="PATH", help="inventory directory (brief.yml beside hosts.yml)")
+    g.add_argument(
+        "-i",
+        "--inventory",
+        metavar="PATH",
+        help="inventory as for preflight: a directory holding brief.yml, or an inventory file, script or plugin "
+        "config (then --brief)",
+    )
     g.add_argument("--brief", metavar="FILE", help="the brief (default: the inventory's brief.yml)")
     g.add_argument("--gpus", type=int, metavar="N", help="the cluster's GPUs (default: from the brief's pools)")
     g.add_argument("--since", metavar="TIME", help="window start, sacct syntax (default: 30 days ago)")
@@ -59,10 +68,9 @@ def _time(text: str | None, what: str) -> datetime | None:
 
 
 def load_brief(args) -> tuple[dict, dict | None]:
-    """(brief, inventory or None)."""
+    """(brief, inventory or None). The inventory is read by preflight's loader (every ``-i`` form)."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import (
         InventoryError,
-        load_inventory,
         load_yaml_file,
     )
 
@@ -70,10 +78,11 @@ def load_brief(args) -> tuple[dict, dict | None]:
     brief_file = args.brief
     try:
         if args.inventory:
-            from .cmd_preflight import resolve_paths
+            from .cmd_preflight import load_source, resolve_source
 
-            hosts_file, brief_file = resolve_paths(args.inventory, args.brief)
-            inv = load_inventory(hosts_file)
+            src, brief_file = resolve_source(args.inventory, args.brief)
+            inv, read = load_source(src)
+            print(f"inventory: {read}", file=sys.stderr)
         if not brief_file:
             raise CliError("report cost: give -i INVENTORY or --brief FILE (the brief's cost: section is needed)")
         if not os.path.isfile(brief_file):
