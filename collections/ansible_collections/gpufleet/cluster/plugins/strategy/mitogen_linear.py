@@ -2,9 +2,9 @@
 # (requirements.txt pins it), plain linear otherwise. ansible.cfg selects it for every gpufleet run.
 #
 # Mitogen keeps one Python interpreter per host over the SSH connection and sends modules to it,
-# instead of a fresh ssh exec + module upload + interpreter start per task. On the lab (2 cores,
-# three hosts), a no-op re-run of site.yml's install stages went from 570 s to 231 s with the same
-# 0 changed (README, Benchmarks). Task order, results, check mode and diffs are linear's.
+# instead of a fresh ssh exec + module upload + interpreter start per task: a no-op re-run takes
+# well under half the time (figures: README, Benchmarks). Task order, results, check mode and
+# diffs are linear's. Its SSH keepalive is set in playbooks/group_vars/all/connection.yml.
 # Like gpufleet.cluster.linear, it imports the collection's filters in the controller before the
 # workers fork (module_utils/preload.py), and lists the installed collections once there (Mitogen's
 # planner walks them all in every task's worker otherwise).
