@@ -529,7 +529,32 @@ ROWS: tuple[Row, ...] = (
         ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda{cuda_major}"],
         Source("https://docs.nvidia.com/datacenter/dcgm/latest/installation.html"),
     ),
-    Row("dcgm", "package_version", "1:{version}-1", Source(_ROLE, False, "epoch 1 as the 4.x packages carry it")),
+    Row(
+        "dcgm",
+        "package_version",
+        "1:{version}-1",
+        Source(
+            "https://packages.microsoft.com/ubuntu/24.04/prod/pool/main/d/dcgm-exporter/"
+            "dcgm-exporter_4.8.3-ubuntu24.04u5.dsc",
+            note="epoch 1: a package built against NVIDIA's DCGM debs declares Build-Depends "
+            "datacenter-gpu-manager-4-core (= 1:4.6.0-1)",
+            checked=CHECKED_AGAIN,
+        ),
+        oses=_APT,
+    ),
+    Row(
+        "dcgm",
+        "package_version",
+        "1:{version}-1",
+        Source(
+            _ROLE,
+            False,
+            "epoch 1 as the .debs carry it; RPM file names show no epoch "
+            "(datacenter-gpu-manager-4-core-4.7.0-1.x86_64.rpm) and no RPM header was read here",
+            checked=CHECKED_AGAIN,
+        ),
+        oses=_RHEL,
+    ),
     Row(
         "dcgm",
         "default_version",
