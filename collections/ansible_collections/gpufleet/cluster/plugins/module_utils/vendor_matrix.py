@@ -409,8 +409,14 @@ ROWS: tuple[Row, ...] = (
     Row(
         "fabricmanager",
         "package_version",
-        "{version}-1",
-        Source(_GDC_590, False, "NVIDIA's driver container pins '<version>*' from 590: the suffix may differ"),
+        "{version}-1ubuntu1",
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
+            "nvidia-fabricmanager_610.43.02-1ubuntu1_amd64.deb",
+            note="the file name and its sha256 (9f1513ff...) as a public download script records them (the file "
+            "was not fetched here); NVIDIA's driver container pins '<version>*' from 590",
+            checked=CHECKED_AGAIN,
+        ),
         oses=_UBU,
         minimum="590",
     ),
@@ -738,12 +744,25 @@ ROWS: tuple[Row, ...] = (
         "repository",
         "cuda",
         Source(
-            _DCGM_EXP_PKG,
-            False,
-            "the .deb is installed from NVIDIA's CUDA repository; listing not read here",
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
+            "datacenter-gpu-manager-exporter_4.8.2-1_amd64.deb",
+            note="the file name and its sha256 (6913787e...) as a public download script records them (the file "
+            "was not fetched here)",
             checked=CHECKED_AGAIN,
         ),
-        oses=_APT,
+        oses=_UBU,
+    ),
+    Row(
+        "dcgm-exporter",
+        "repository",
+        "cuda",
+        Source(
+            _DCGM_EXP_PKG,
+            False,
+            "as on Ubuntu (NVIDIA builds one .deb); NVIDIA's Debian repository listing not read here",
+            checked=CHECKED_AGAIN,
+        ),
+        oses=_DEB,
     ),
     Row(
         "dcgm-exporter",
