@@ -10,6 +10,8 @@
   (``single-node``, ``multi-node``, ``loopback``, ``bisect``).
 * :func:`launch_argv` — the argv of a run: the binary alone, ``srun --mpi=pmix``
   (with pyxis' ``--container-image``) or ``mpirun`` over the management network.
+* :func:`run_records` — the records of launcher results (the all-node run, bisect groups,
+  NIC loopback runs): parsed, judged, as the report keeps them.
 * :func:`bisect_step` — :func:`acceptance.plan_bisect` plus the tests so far.
 * :func:`node_record` — what the report shows per node, from ``gpufleet_hw``.
 * :func:`drain_reason` — the Slurm reason of a node acceptance drains.
@@ -194,6 +196,62 @@ def _last_words(parsed: dict, rc: int | None, output: str | None) -> str:
     if last:
         parts.append(f"last words: {last[:200]}")
     return "; ".join(parts)
+
+
+def run_records(
+    results: Sequence[dict],
+    spec: dict,
+    scope: str,
+    *,
+    groups: Sequence[Sequence[str]],
+    labels: Sequence[str],
+    pool: str | None = None,
+    round_no=None,
+) -> list[dict]:
+    """One run record per launcher result, as the report keeps them (``_acceptance_runs``).
+
+    ``results[i]`` is ``{rc, stdout, stderr}`` (a command task's result, or one of
+    ``nccl_run_batch``'s) of the run on ``groups[i]``, labelled ``labels[i]``. ``scope`` is how
+    the output is judged (:func:`evaluate_log`): ``multi-node``, ``bisect``, or ``loopback``
+    (one node, NCCL's network path forced; the record names its ``host``). The record's own
+    scope is ``multi-node`` for the all-node run and ``bisect`` for the others, loopback included.
+    """
+    if scope not in ("multi-node", "bisect", "loopback"):
+        raise SpecError(f"scope must be multi-node, bisect or loopback, got {scope!r}")
+    if not (len(results) == len(groups) == len(labels)):
+        raise SpecError(
+            f"expected as many results, groups and labels, found {len(results)}, {len(groups)} and {len(labels)}"
+        )
+    out = []
+    for result, group, label in zip(results, groups, labels, strict=True):
+        result = result if isinstance(result, dict) else {}
+        nodes = [str(n) for n in group]
+        output = f"{result.get('stdout') or ''}\n{result.get('stderr') or ''}"
+        rc = result.get("rc")
+        parsed = parse_log(output, label)
+        record = {
+            "label": label,
+            "scope": "multi-node" if scope == "multi-node" else "bisect",
+            "pool": pool,
+            "nodes": nodes,
+            "round": round_no,
+            "floor_gbps": spec.get("multi_node_busbw_gbps"),
+            "limit_gbps": spec.get("multi_node_limit_gbps"),
+            "run": (parsed["runs"] or [None])[0],
+            "busbw": parsed["busbw"],
+            "debug": parsed["debug"],
+            "rc": rc,
+            "output": output,
+        }
+        if scope == "loopback":
+            record["host"] = nodes[0] if nodes else None
+            record["violations"] = evaluate_log(
+                parsed, spec, "loopback", host=record["host"], label=label, rc=rc, output=output
+            )
+        else:
+            record["violations"] = evaluate_log(parsed, spec, scope, label=label, nodes=nodes, rc=rc, output=output)
+        out.append(record)
+    return out
 
 
 # --- launching -------------------------------------------------------------------------
@@ -448,4 +506,5 @@ __all__ = [
     "node_record",
     "parse_log",
     "perf_args",
+    "run_records",
 ]
