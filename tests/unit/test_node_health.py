@@ -15,12 +15,19 @@ import time
 from pathlib import Path
 
 import jinja2
+import jinja2.nativetypes
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.filter.xid_drain_reasons import xid_drain_reasons
+from ansible_collections.gpufleet.cluster.plugins.module_utils import xid_catalogue
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "roles/slurm_node/templates/usr/local/sbin/gpufleet-node-health.j2"
 DEFAULTS = yaml.safe_load((ROOT / "roles/slurm_node/defaults/main.yml").read_text())
+# What the role renders into the check: the catalogue's XIDs for the default actions, as the
+# xid_drain_reasons filter of slurm_node_health_xids does.
+DEFAULT_XIDS = xid_catalogue.drain_reasons(DEFAULTS["slurm_node_health_xid_actions"])
 LAB_KERNEL_LOG = ROOT / "molecule/resources/doubles/kernel-log.double"
 XID79_LOG = ROOT / "tests/fixtures/node_health/kernel-log-xid79.double"
 NODE = "gpu02"
@@ -106,7 +113,7 @@ class Bed:
             "slurm_node_health_gpus": 8,
             "slurm_node_health_driver": "",
             "slurm_node_health_kernel_log_command": f"cat {shlex.quote(str(self.kernel_log))}",
-            "slurm_node_health_xids": DEFAULTS["slurm_node_health_xids"],
+            "slurm_node_health_xids": DEFAULT_XIDS,
             "slurm_node_health_state_dir": str(self.state_dir),
             "slurm_node_health_rdma_class_dir": str(self.ib),
             "slurm_node_health_rdma_ports": 8,
@@ -275,13 +282,13 @@ def test_the_driver_version_is_compared_where_nvidia_smi_exists(tmp_path):
 @pytest.mark.parametrize(
     ("code", "reason"),
     [
-        (79, "XID 79 (GPU has fallen off the bus) on 0000:1b:00.0"),
-        (48, "XID 48 (double-bit ECC error) on 0000:1b:00.0"),
-        (64, "XID 64 (GPU memory remapping failure) on 0000:1b:00.0"),
-        (74, "XID 74 (NVLink error) on 0000:1b:00.0"),
-        (95, "XID 95 (uncontained memory error) on 0000:1b:00.0"),
-        (119, "XID 119 (GSP RPC timeout) on 0000:1b:00.0"),
-        (120, "XID 120 (GSP error) on 0000:1b:00.0"),
+        (79, "XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0"),
+        (48, "XID 48 (double-bit ECC error; action: reset_gpu) on 0000:1b:00.0"),
+        (64, "XID 64 (GPU memory remapping failure; action: reset_gpu) on 0000:1b:00.0"),
+        (74, "XID 74 (NVLink error; action: reset_gpu) on 0000:1b:00.0"),
+        (95, "XID 95 (uncontained memory error; action: reset_gpu) on 0000:1b:00.0"),
+        (119, "XID 119 (GSP RPC timeout; action: reset_gpu) on 0000:1b:00.0"),
+        (120, "XID 120 (GSP error; action: reset_gpu) on 0000:1b:00.0"),
     ],
 )
 def test_an_xid_that_needs_a_reset_or_reboot_drains(bed, code, reason):
@@ -297,20 +304,52 @@ def test_an_application_or_informational_xid_does_not_drain(bed, code):
     assert bed.slurm() == ("idle", "none")
 
 
+def test_the_roles_xid_list_is_rendered_from_the_catalogue():
+    """slurm_node_health_xids, templated as Ansible would with the collection's filter, is the catalogue's
+    XIDs for the default actions: every XID NVIDIA answers with a reset, a reboot or a drain, none of the
+    application faults."""
+    env = jinja2.nativetypes.NativeEnvironment(undefined=jinja2.StrictUndefined)
+    env.filters["gpufleet.cluster.xid_drain_reasons"] = xid_drain_reasons
+    rendered = env.from_string(DEFAULTS["slurm_node_health_xids"]).render(
+        slurm_node_health_xid_actions=DEFAULTS["slurm_node_health_xid_actions"]
+    )
+    assert rendered == DEFAULT_XIDS
+    for entry in xid_catalogue.xids():
+        assert (int(entry.key) in rendered) == (entry.action != "none"), entry
+    assert rendered[79] == "GPU has fallen off the bus; action: reboot"
+    assert rendered[61] == "internal micro-controller breakpoint; action: drain"
+    assert {13, 31, 43, 45, 63, 92, 94, 154}.isdisjoint(rendered)
+    with pytest.raises(AnsibleFilterError, match=r"found \['restart'\]"):
+        xid_drain_reasons(["reboot", "restart"])
+
+
+def test_an_xid_of_a_mig_instance_drains_naming_the_gpu(bed):
+    """NVIDIA's format for an error in a MIG GPU instance: "(PCI:0000:01:00 GPU-I:05)"."""
+    bed.xid(95, "0000:01:00 GPU-I:05", "Uncontained: FBHUB. RST: Yes, D-RST: No")
+    assert bed.run().returncode == 1
+    assert bed.slurm() == drained("XID 95 (uncontained memory error; action: reset_gpu) on 0000:01:00.0")
+
+
+def test_an_xid_nvidia_does_not_expect_drains_for_a_look(bed):
+    bed.xid(61)
+    assert bed.run().returncode == 1
+    assert bed.slurm() == drained("XID 61 (internal micro-controller breakpoint; action: drain) on 0000:1b:00.0")
+
+
 def test_the_first_new_xid_is_named_as_the_cause(bed):
     """A GPU falling off the bus: Xid 79, then 154 and 45 that follow from it (not draining)."""
     bed.kernel_log.write_text(LAB_KERNEL_LOG.read_text() + XID79_LOG.read_text())
     assert bed.run().returncode == 1
-    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus) on 0000:1b:00.0")
+    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0")
     bed.xid(48, "0000:2A:00")
     assert bed.run().returncode == 1
-    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus) on 0000:1b:00.0 and 1 more")
+    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0 and 1 more")
 
 
 def test_an_xid_handled_by_an_operator_does_not_drain_again_but_a_new_one_does(bed):
     first = bed.xid(79)
     assert bed.run().returncode == 1
-    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus) on 0000:1b:00.0")
+    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0")
     assert (bed.state_dir / "xid-pending").read_text() == f"{BOOT_ID}\n{first}\n"
     # The fault stays in the log: the node stays drained, check after check.
     assert bed.run().returncode == 1
@@ -327,7 +366,7 @@ def test_an_xid_handled_by_an_operator_does_not_drain_again_but_a_new_one_does(b
     # A new XID on another GPU drains again, named alone (the handled one is not counted).
     bed.xid(48, "0000:2a:00")
     assert bed.run().returncode == 1
-    assert bed.slurm() == drained("XID 48 (double-bit ECC error) on 0000:2a:00.0")
+    assert bed.slurm() == drained("XID 48 (double-bit ECC error; action: reset_gpu) on 0000:2a:00.0")
 
 
 def test_an_operator_taking_the_drain_over_handles_the_xid(bed):
@@ -347,7 +386,7 @@ def test_a_handled_xid_of_an_earlier_boot_does_not_hide_this_boots(bed):
     bed.state_dir.mkdir()
     (bed.state_dir / "xid-handled").write_text(f"00000000-0000-0000-0000-000000000000\n{line}\n")
     assert bed.run().returncode == 1
-    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus) on 0000:1b:00.0")
+    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0")
 
 
 def test_an_xid_not_drained_by_the_circuit_breaker_is_not_taken_as_handled(bed):
@@ -358,7 +397,7 @@ def test_an_xid_not_drained_by_the_circuit_breaker_is_not_taken_as_handled(bed):
     # The other node is back in service: this one now drains for the same XID.
     bed.nodes({NODE: "idle", "gpu01": "idle"})
     assert bed.run().returncode == 1
-    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus) on 0000:1b:00.0")
+    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0")
 
 
 def test_an_unreadable_kernel_log_warns_and_does_not_drain(bed):
@@ -385,7 +424,7 @@ def test_a_long_kernel_log_is_read_quickly(bed):
     start = time.monotonic()
     assert bed.run().returncode == 1
     assert time.monotonic() - start < 10
-    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus) on 0000:1b:00.0")
+    assert bed.slurm() == drained("XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0")
 
 
 # --------------------------------------------------------------------------- RDMA ports
@@ -553,7 +592,7 @@ def test_check_only_changes_nothing(bed):
     assert result.returncode == 1
     assert result.stdout.strip() == (
         "gpufleet health: expected 8 GPUs, found 6; mlx5_2 port 1 DOWN (expected 8 ACTIVE ports, found 7); "
-        "XID 79 (GPU has fallen off the bus) on 0000:1b:00.0"
+        "XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0"
     )
     assert "\n" not in result.stdout.strip()
     assert bed.scontrol_calls() == []
@@ -564,7 +603,7 @@ def test_the_rendered_script_is_valid_bash_with_the_roles_defaults(tmp_path):
     bed = Bed(tmp_path)
     assert subprocess.run(["bash", "-n", str(bed.script)], check=False).returncode == 0
     text = bed.script.read_text()
-    assert "[79]='GPU has fallen off the bus'" in text
+    assert "[79]='GPU has fallen off the bus; action: reboot'" in text
     assert "DRAIN_MAX_PERMILLE=250" in text
     assert DEFAULTS["slurm_node_health_kernel_log_command"].startswith("journalctl -k -b ")
     assert DEFAULTS["slurm_node_health_rdma_class_dir"] == "/sys/class/infiniband"
