@@ -30,6 +30,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import xid_catalogue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts_common import upstream_version, version_matches
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import markdown_table
 
@@ -443,6 +444,20 @@ def _summary(host: str, status: str, drift: list[dict], reboot: bool) -> str:
     return f"{host}: drifted: {', '.join(names)}" + ("; a reboot is needed" if reboot else "")
 
 
+def _gpu_errors(facts: dict) -> list[dict]:
+    """The node's GPU errors since boot that need an action (NVIDIA's XID catalogue, see xid_catalogue.py):
+    ``[{what, action}]``, one per XID code or memory event and GPU, the most severe first. They do not make
+    a node drifted (remediation reinstalls packages; it does not mend a GPU) but the report names them, since
+    a node is often re-imaged because of them."""
+    errors = _dict(facts.get("gpu_errors"))
+    found: dict[str, str] = {}
+    for ev in [*(errors.get("xids") or []), *(errors.get("memory") or [])]:
+        if isinstance(ev, dict) and ev.get("action", "none") != "none":
+            found.setdefault(xid_catalogue.describe(ev), ev["action"])
+    rank = {a: i for i, a in enumerate(xid_catalogue.ACTIONS)}
+    return [{"what": w, "action": a} for w, a in sorted(found.items(), key=lambda kv: -rank.get(kv[1], 0))]
+
+
 def drift_check(records: dict, brief: dict, hold_patterns: object = None, pools: dict | None = None) -> dict:
     """The drift report of every node in ``records`` (host -> ``{pool, facts, holds}``, or None for a host that
     could not be read; see the module doc). ``pools`` (host -> pool name) names the pool of a host whose record
@@ -507,6 +522,7 @@ def drift_check(records: dict, brief: dict, hold_patterns: object = None, pools:
             "versions": mine,
             "reboot": reboot,
             "message": _summary(host, status, drift, reboot),
+            "gpu_errors": _gpu_errors(e["facts"]),
         }
     by_status = {s: [h for h in hosts if nodes[h]["status"] == s] for s in STATUSES}
     return {
@@ -520,6 +536,7 @@ def drift_check(records: dict, brief: dict, hold_patterns: object = None, pools:
         "unknown": by_status["unknown"],
         "clean": by_status["clean"],
         "reboot": [h for h in hosts if nodes[h]["reboot"]],
+        "gpu_errors": [h for h in hosts if nodes[h].get("gpu_errors")],
         "counts": {
             "nodes": len(hosts),
             **{s: len(by_status[s]) for s in STATUSES},
@@ -579,6 +596,11 @@ def drift_markdown(report: dict) -> str:
         out += ["## Unknown", ""]
         out += [f"- {_dict(nodes[h]).get('message') or f'{h}: could not be read'}" for h in unknown]
         out.append("")
+    errors = [h for h in hosts if _dict(nodes[h]).get("gpu_errors")]
+    if errors:
+        out += ["## GPU errors since boot", "", "Actions from NVIDIA's XID catalogue (docs/xid-catalogue.md).", ""]
+        rows = [[h, e.get("what"), e.get("action")] for h in errors for e in _dict(nodes[h])["gpu_errors"]]
+        out += [*markdown_table(["node", "error", "action"], rows), ""]
     out += ["## Clean", ""]
     out.append(", ".join(clean) if clean else "None.")
     return "\n".join(out).rstrip() + "\n"

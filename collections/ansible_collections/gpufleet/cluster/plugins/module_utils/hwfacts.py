@@ -27,12 +27,14 @@ it uses live in ``hwfacts_nvidia``, ``hwfacts_rdma`` and ``hwfacts_host`` and ar
     nvidia_ctk     nvidia-ctk --version
     fabricmanager_version   nv-fabricmanager --version
     fabricmanager_service   systemctl is-active nvidia-fabricmanager
+    kernel_log     the kernel messages of this boot (journalctl -k -b): its Xid lines become ``gpu_errors``
     sources        {name: 'ok' | 'not found' | 'rc=N: <first line of stderr>'} (copied as is)
     problems       list of strings found while gathering (copied as is)
 """
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import xid_catalogue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts_common import (
     parse_cpu_list,
     upstream_version,
@@ -205,6 +207,13 @@ def build_facts(raw: dict) -> dict:
         or package_version(packages, "nvidia-fabricmanager*", "nvidia-fabric-manager"),
         "kernel": parse_osrelease(raw.get("osrelease")),
     }
+    # GPU errors since boot, classified by NVIDIA's XID catalogue: the kernel log's Xid lines and the
+    # row-remap / ECC state of nvidia-smi -q. "kernel_log_read" is False when no log was gathered.
+    gpu_errors = {
+        "kernel_log_read": raw.get("kernel_log") is not None,
+        "xids": xid_catalogue.parse_kernel_log(raw.get("kernel_log")),
+        "memory": xid_catalogue.gpu_events((smi_q or {}).get("gpus")),
+    }
     return {
         "schema": SCHEMA_VERSION,
         "gpu_count": len(gpus),
@@ -221,6 +230,7 @@ def build_facts(raw: dict) -> dict:
         "nvme": nvme,
         "kernel": versions["kernel"],
         "versions": versions,
+        "gpu_errors": gpu_errors,
         "packages": packages,
         "sources": sources,
         "problems": problems,

@@ -228,11 +228,41 @@ def _get(tree: dict, *path: str) -> str | None:
     return clean(node) if isinstance(node, str) else None
 
 
+def _yes_no(value: str | None) -> bool | None:
+    return {"yes": True, "no": False}.get((value or "").strip().lower())
+
+
+def _row_remap(tree: dict) -> dict:
+    """``Remapped Rows``: counts and the pending / failure flags (None where the GPU prints N/A or nothing)."""
+    return {
+        "correctable": to_int(_get(tree, "Remapped Rows", "Correctable Error")),
+        "uncorrectable": to_int(_get(tree, "Remapped Rows", "Uncorrectable Error")),
+        "pending": _yes_no(_get(tree, "Remapped Rows", "Pending")),
+        "failure": _yes_no(_get(tree, "Remapped Rows", "Remapping Failure Occurred")),
+    }
+
+
+def _volatile_uncorrectable(tree: dict) -> int | None:
+    """Uncorrectable ECC errors since the last reset: every ``Uncorrectable`` count under ``ECC Errors /
+    Volatile`` (``DRAM Uncorrectable``, ``SRAM Uncorrectable Parity`` / ``SEC-DED``), or the older drivers'
+    ``Double Bit / Total``. None when no count is printed (ECC off, N/A)."""
+    volatile = (tree.get("ECC Errors") or {}).get("Volatile") if isinstance(tree.get("ECC Errors"), dict) else None
+    if not isinstance(volatile, dict):
+        return None
+    counts = [to_int(v) for k, v in volatile.items() if isinstance(v, str) and "Uncorrectable" in k]
+    double = volatile.get("Double Bit")
+    if isinstance(double, dict):
+        counts.append(to_int(double.get("Total")))
+    counts = [c for c in counts if c is not None]
+    return sum(counts) if counts else None
+
+
 def parse_smi_q(text: str | None) -> tuple[dict, list[str]]:
     """``nvidia-smi -q``: header versions and, per GPU, identity, memory, MIG mode and Fabric state.
 
     Returns ``{driver_version, cuda_version, attached_gpus, gpus: [{bus_id, name, uuid, serial,
-    architecture, memory_mib, mig_mode, fabric: {state, status, clique_id, cluster_uuid, bandwidth}}]}``.
+    architecture, memory_mib, mig_mode, fabric: {state, status, clique_id, cluster_uuid, bandwidth},
+    row_remap: {correctable, uncorrectable, pending, failure}, ecc: {volatile_uncorrectable}}]}``.
     ``fabric`` is None when the driver prints no Fabric section (pre-535 drivers, or ``-q -d`` filters).
     """
     problems: list[str] = []
@@ -277,6 +307,8 @@ def parse_smi_q(text: str | None) -> tuple[dict, list[str]]:
                 "memory_mib": to_int(_get(tree, "FB Memory Usage", "Total")),
                 "mig_mode": _get(tree, "MIG Mode", "Current"),
                 "fabric": fabric,
+                "row_remap": _row_remap(tree),
+                "ecc": {"volatile_uncorrectable": _volatile_uncorrectable(tree)},
             }
         )
     if out["attached_gpus"] is not None and blocks and out["attached_gpus"] != len(blocks):

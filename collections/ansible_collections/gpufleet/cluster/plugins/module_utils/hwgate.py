@@ -23,6 +23,7 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import xid_catalogue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts_common import version_matches
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts_nvidia import link_kind, nvlink_count
 from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import ERROR, WARNING, violation
@@ -60,6 +61,8 @@ CODES = {
     "HW_VERSION_RDMA_CORE": "rdma-core installed (and vs software.rdma_core when pinned) for rdma_stack inbox",
     "HW_VERSION_KERNEL": "running kernel vs software.kernel (when pinned)",
     "HW_HETEROGENEOUS": "a node whose hardware or versions differ from its pool peers",
+    "HW_GPU_XID": "an XID in this boot's kernel log whose action in NVIDIA's catalogue is not none",
+    "HW_GPU_MEMORY_ERROR": "a GPU with row remapping pending or failed, or uncorrectable ECC errors since reset",
 }
 
 
@@ -755,7 +758,25 @@ def check_node(
     out += check_nic_affinity(host, facts, brief, pool)
     out += check_host(host, facts, pool)
     out += check_versions(host, facts, brief, accelerator)
+    out += check_gpu_errors(host, facts)
     return out
+
+
+def check_gpu_errors(host: str, facts: dict) -> list[dict]:
+    """The GPU errors since boot (``gpu_errors``: the kernel log's XIDs, nvidia-smi's row-remap and ECC
+    state), each judged by NVIDIA's XID catalogue: any event whose action is not ``none`` is an error.
+    Facts gathered before ``gpu_errors`` existed, or a kernel log that could not be read, are not checked
+    (the log's source says why in ``gpufleet_hw.sources.kernel_log``)."""
+    errors = facts.get("gpu_errors")
+    if not isinstance(errors, dict):
+        return []
+    return xid_catalogue.violations(
+        host,
+        errors.get("xids") or [],
+        errors.get("memory") or [],
+        field="gpu_errors",
+        codes=("HW_GPU_XID", "HW_GPU_MEMORY_ERROR"),
+    )
 
 
 def _gib(facts: dict) -> float | None:

@@ -52,6 +52,15 @@ options:
     description: systemd unit of the NVSwitch fabric manager, asked with C(systemctl is-active).
     type: str
     default: nvidia-fabricmanager
+  kernel_log_command:
+    description:
+      - >-
+        Command (program and arguments) printing the kernel messages of the current boot; its C(NVRM: Xid) lines
+        become C(gpufleet_hw.gpu_errors.xids), each classified by NVIDIA's XID catalogue (docs/xid-catalogue.md).
+      - An empty list skips it (C(gpu_errors.kernel_log_read) is then false).
+    type: list
+    elements: str
+    default: [journalctl, -k, -b, -o, short-iso-precise, --no-pager]
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -131,6 +140,15 @@ ansible_facts:
             C(reported) (whether any Fabric section was printed) and per GPU bus_id, uuid, mig_mode, state,
             status, clique_id, cluster_uuid, bandwidth. Null when C(-q) could not be run.
           type: dict
+        gpu_errors:
+          description: >-
+            GPU errors since boot, each with NVIDIA's catalogue row (C(meaning), C(action) none, drain, reset_gpu,
+            reboot or replace): C(xids) (the kernel log's Xid lines: code, pci, gpu_instance, stamp, text, name,
+            known, source), C(memory) (row remapping pending or failed, uncorrectable ECC errors, from
+            C(nvidia-smi -q)) and C(kernel_log_read).
+          type: dict
+          sample: {kernel_log_read: true, memory: [], xids: [{code: 79, pci: "0000:1b:00.0", action: reboot,
+                   meaning: GPU has fallen off the bus}]}
         fabric_manager:
           description: C(service) (systemctl is-active of I(fabric_manager_unit)) and C(version).
           type: dict
@@ -293,6 +311,9 @@ class Gatherer:
         raw["fabricmanager_service"] = self.run(
             "systemctl", "systemctl", ["is-active", p["fabric_manager_unit"]], ok_rcs=(0, 1, 2, 3, 4)
         )
+        if p["kernel_log_command"]:
+            tool, *args = p["kernel_log_command"]
+            raw["kernel_log"] = self.run("kernel_log", tool, args)
         raw["sources"] = self.sources
         raw["problems"] = problems
         return raw
@@ -308,6 +329,11 @@ def main() -> None:
             "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
             "fabric_manager_unit": {"type": "str", "default": "nvidia-fabricmanager"},
             "command_timeout": {"type": "int", "default": 120},
+            "kernel_log_command": {
+                "type": "list",
+                "elements": "str",
+                "default": ["journalctl", "-k", "-b", "-o", "short-iso-precise", "--no-pager"],
+            },
         },
         supports_check_mode=True,
     )

@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.drift import (
     remediation_markdown,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts import build_facts
-from hw_helpers import BRIEF, healthy_raw
+from hw_helpers import BRIEF, fixture, healthy_raw
 
 PIN = BRIEF["software"]["driver"]  # 570.133.20
 NEWER = "570.148.08"
@@ -472,3 +472,26 @@ def test_remediation_markdown_names_a_node_picked_up_from_its_drain_reason():
     )
     report["nodes"]["gpu02"]["left_drained"] = None
     assert "| gpu02 | - | resumed |" in remediation_markdown(report)
+
+
+# ------------------------------------------------------------------ GPU errors
+
+
+def test_gpu_errors_are_named_per_node_without_making_it_drifted():
+    sick = raw()
+    sick["kernel_log"] = fixture("kernel_log_h100_xids.txt")
+    report = drift_check({"gpu01": record(build_facts(sick)), "gpu02": record(healthy())}, brief())
+    assert report["nodes"]["gpu01"]["status"] == "clean" and report["gpu_errors"] == ["gpu01"]
+    assert report["nodes"]["gpu01"]["gpu_errors"] == [
+        {"what": "XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0", "action": "reboot"},
+        {
+            "what": "XID 154 (recovery action changed to Node Reboot Required; action: reboot) on 0000:1b:00.0",
+            "action": "reboot",
+        },
+        {"what": "XID 48 (double-bit ECC error; action: reset_gpu) on 0000:3a:00.0", "action": "reset_gpu"},
+    ]
+    assert report["nodes"]["gpu02"]["gpu_errors"] == []
+    text = drift_markdown(report)
+    assert "## GPU errors since boot" in text
+    assert "| gpu01 | XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0 | reboot |" in text
+    assert "GPU errors" not in drift_markdown(drift_check({"gpu02": record(healthy())}, brief()))

@@ -204,3 +204,27 @@ def test_command_timeout_zero_runs_tools_unwrapped(roots):
     host = FakeHost({("systemctl", None): (3, "inactive\n", "")}, missing=("nvidia-smi",))
     run_module(dict(roots, command_timeout=0), host)
     assert host.wrapped and all(call[0] != "/usr/bin/timeout" for call in host.wrapped)
+
+
+def test_the_kernel_logs_xids_are_gathered_and_classified(roots):
+    answers = healthy_answers()
+    answers[("journalctl", "-k")] = (0, fixture("kernel_log_h100_xids.txt"), "")
+    host = FakeHost(answers)
+    f = run_module(roots, host)["ansible_facts"]["gpufleet_hw"]
+    assert ["journalctl", "-k", "-b", "-o", "short-iso-precise", "--no-pager"] in [
+        [c[0].rsplit("/", 1)[-1], *c[1:]] for c in host.calls
+    ]
+    assert f["sources"]["kernel_log"] == "ok" and f["gpu_errors"]["kernel_log_read"] is True
+    off_bus = next(e for e in f["gpu_errors"]["xids"] if e["code"] == 79)
+    assert (off_bus["pci"], off_bus["action"]) == ("0000:1b:00.0", "reboot")
+
+
+def test_an_unreadable_kernel_log_is_recorded_and_an_empty_command_skips_it(roots):
+    answers = healthy_answers()
+    answers[("journalctl", "-k")] = (1, "", "No journal files were found.\n")
+    f = run_module(roots, FakeHost(answers))["ansible_facts"]["gpufleet_hw"]
+    assert f["sources"]["kernel_log"] == "rc=1: No journal files were found."
+    assert f["gpu_errors"] == {"kernel_log_read": False, "xids": [], "memory": []}
+    host = FakeHost(answers)
+    f = run_module(dict(roots, kernel_log_command=[]), host)["ansible_facts"]["gpufleet_hw"]
+    assert "kernel_log" not in f["sources"] and not any("journalctl" in c[0] for c in host.calls)

@@ -521,3 +521,32 @@ def test_build_facts_fallbacks():
 def test_build_facts_cuda_from_package_when_no_toolkit_file():
     f = h.build_facts({"dpkg": fixture("dpkg_query.txt")})
     assert f["versions"]["cuda"] == "12.8.1"
+
+
+def test_smi_q_row_remap_and_ecc_state():
+    """A GPU with one uncorrectable DRAM error since reset and its row remapping pending (the R535 -q format
+    with ECC Errors / Volatile and Remapped Rows sections)."""
+    q, problems = h.parse_smi_q(fixture("smi_q_h100_remap_pending.txt"))
+    assert problems == [] or all("GPU blocks read" in p for p in problems)
+    g = q["gpus"][0]
+    assert g["row_remap"] == {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}
+    assert g["ecc"] == {"volatile_uncorrectable": 1}
+    healthy, _ = h.parse_smi_q(fixture("smi_q_h100_healthy.txt"))
+    assert {(g["row_remap"]["pending"], g["row_remap"]["failure"]) for g in healthy["gpus"]} == {(False, False)}
+    # That fixture prints no ECC Errors section: unknown, not zero.
+    assert {g["ecc"]["volatile_uncorrectable"] for g in healthy["gpus"]} == {None}
+
+
+def test_gpu_errors_from_the_kernel_log_and_smi_q():
+    raw = healthy_raw()
+    raw["kernel_log"] = fixture("kernel_log_h100_xids.txt")
+    raw["smi_q"] = fixture("smi_q_h100_remap_pending.txt")
+    errors = h.build_facts(raw)["gpu_errors"]
+    assert errors["kernel_log_read"] is True
+    assert [e["code"] for e in errors["xids"]] == [13, 13, 94, 79, 154, 45, 48, 48]
+    assert [(e["event"], e["action"]) for e in errors["memory"]] == [
+        ("row_remap_pending", "reset_gpu"),
+        ("ecc_uncorrectable", "reset_gpu"),
+    ]
+    clean = h.build_facts(healthy_raw())["gpu_errors"]
+    assert clean == {"kernel_log_read": False, "xids": [], "memory": []}

@@ -28,6 +28,36 @@ def test_healthy_node_passes():
     assert hwgate.check_node("gpu001", healthy_facts(), brief, pool) == []
 
 
+def test_gpu_errors_needing_an_action_fail_the_gate_and_application_faults_do_not():
+    brief, pool = brief_and_pool()
+    raw = healthy_raw()
+    raw["kernel_log"] = fixture("kernel_log_h100_xids.txt")
+    raw["smi_q"] = fixture("smi_q_h100_remap_pending.txt")
+    found = hwgate.check_node("gpu001", build_facts(raw), brief, pool)
+    errors = sorted(v["message"].split(" in ")[0] for v in found if v["code"] in ("HW_GPU_XID", "HW_GPU_MEMORY_ERROR"))
+    assert errors == [
+        "ECC Errors / Volatile / DRAM and SRAM Uncorrectable (uncorrectable ECC errors since the last GPU reset; "
+        "action: reset_gpu) on 00000000:19:00.0",
+        "Remapped Rows / Pending (row remapping pending (applied at the next GPU reset); action: reset_gpu) "
+        "on 00000000:19:00.0",
+        "XID 154 (recovery action changed to Node Reboot Required; action: reboot) on 0000:1b:00.0",
+        "XID 48 (double-bit ECC error; action: reset_gpu) on 0000:3a:00.0 (2 times)",
+        "XID 79 (GPU has fallen off the bus; action: reboot) on 0000:1b:00.0",
+    ]
+    # Only the application's Xid 13 in the log: the gate passes.
+    raw = healthy_raw()
+    raw["kernel_log"] = "\n".join(line for line in fixture("kernel_log_h100_xids.txt").splitlines() if "): 13," in line)
+    assert hwgate.check_node("gpu001", build_facts(raw), brief, pool) == []
+
+
+def test_facts_without_gpu_errors_are_not_judged_on_them():
+    """Facts cached by an older gpu_facts (no gpu_errors key) still pass the gate."""
+    brief, pool = brief_and_pool()
+    facts = healthy_facts()
+    del facts["gpu_errors"]
+    assert hwgate.check_node("gpu001", facts, brief, pool) == []
+
+
 def test_every_code_is_documented():
     import os
     import re
