@@ -35,6 +35,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import
     human_size,
     summarize_run,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_outliers import judge as judge_outliers
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_quote import compare as compare_quote
 from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic import write_atomic
 from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import ERROR, WARNING, sort_key
 
@@ -100,6 +102,7 @@ def build_report(
     workload: dict | None = None,
     nccl: bool = True,
     not_accepted: Sequence[dict] = (),
+    brief: dict | None = None,
 ) -> dict:
     """Everything the report shows, as one JSON-able dict. Pure.
 
@@ -109,9 +112,19 @@ def build_report(
     ``not_accepted``: ``{"host", "reason"}`` for each node of the brief that this run did not measure.
     The verdict fails on any error violation or any single-/multi-node run that failed its gate; it is
     ``partial`` when nothing failed but ``not_accepted`` names a node.
+    ``brief``: the topology brief; with it the report judges each node against its pool
+    (``outliers``, acceptance_outliers.py) and sets the provider's quote beside the brief and the
+    measurement (``quote``, acceptance_quote.py), their violations joining ``violations``.
     """
     entries = [_run_entry(r) for r in runs]
     drained = sorted(set(drained))
+    quote_section: list[dict] = []
+    outlier_section: list[dict] = []
+    if brief:
+        quote_section, found = compare_quote(brief, nodes=nodes, runs=entries, debug=debug)
+        pools = {n.get("host"): n.get("pool") for n in nodes if n.get("host") and n.get("pool")}
+        outlier_section, more = judge_outliers(brief, pools=pools, runs=entries, storage=storage)
+        violations = [*violations, *found, *more]
     violations = sorted(violations, key=sort_key)
     errors = sum(1 for v in violations if v.get("severity") == ERROR)
     warnings = sum(1 for v in violations if v.get("severity") == WARNING)
@@ -154,6 +167,8 @@ def build_report(
         "nccl_run": bool(nccl),
         "storage": storage,
         "workload": dict(workload) if workload else None,
+        "quote": quote_section,
+        "outliers": outlier_section,
     }
 
 
@@ -363,6 +378,8 @@ def render_markdown(report: dict) -> str:
     out += render_breaker(report)
 
     out += render_storage_workload(report)
+    out += render_outliers(report)
+    out += render_quote(report)
 
     viols = report.get("violations") or []
     if viols:
@@ -386,6 +403,49 @@ def render_markdown(report: dict) -> str:
         out.append(f"_Plots skipped: {skipped}_")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def render_outliers(report: dict) -> list[str]:
+    """Each pool's figures against its median (acceptance_outliers.py); nothing when no pool had two nodes."""
+    section = report.get("outliers") or []
+    if not section:
+        return []
+    out = ["## Outliers within a pool", ""]
+    rows = []
+    for s in section:
+        named = ", ".join(
+            f"{o['host']} {o['value']:.4g} ({-o['deviation'] if s['unit'] != 's' else o['deviation']:+.1%})"
+            for o in s["outliers"]
+        )
+        rows.append([s["pool"], s["metric"], s["nodes"], f"{s['median']:.4g} {s['unit']}", f"{s['mad']:.3g}", named])
+    out += _table(["pool", "figure", "nodes", "median", "MAD", "outliers"], rows)
+    out.append("")
+    return out
+
+
+def render_quote(report: dict) -> list[str]:
+    """Per pool with a quote: quoted, in the brief, measured, and each difference (acceptance_quote.py)."""
+    section = report.get("quote") or []
+    if not section:
+        return []
+    out = ["## Provider's quote", ""]
+    for entry in section:
+        source = f" ({entry['source']})" if entry.get("source") else ""
+        out.append(f"### {entry['pool']}{source}")
+        out.append("")
+        rows = [
+            [
+                r["field"],
+                r["quote"],
+                r["brief"],
+                ", ".join(map(str, r["measured"])) if isinstance(r["measured"], list) else r["measured"],
+                "; ".join(r["differences"]) or "none",
+            ]
+            for r in entry["rows"]
+        ]
+        out += _table(["field", "quoted", "brief", "measured", "differences"], rows)
+        out.append("")
+    return out
 
 
 def render_breaker(report: dict) -> list[str]:

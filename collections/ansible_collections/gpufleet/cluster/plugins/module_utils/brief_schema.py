@@ -449,6 +449,22 @@ NVME = Map(
     }
 )
 
+# What the provider quoted for a pool (or, at the top level, for every pool that quotes nothing of its
+# own). The acceptance report sets it beside the brief and the measurement (acceptance_quote.py).
+QUOTE = Map(
+    fields={
+        "accelerator": Field(Str(), doc="GPU model quoted: a catalogue key (h100-sxm) or nvidia-smi's name"),
+        "gpus_per_node": Field(Int(minimum=1, maximum=72), doc="GPUs per node quoted"),
+        "topology": Field(Str(choices=tuple(TOPOLOGIES)), doc="intra-node topology quoted"),
+        "nics_per_node": Field(Int(minimum=0, maximum=32), doc="compute-fabric NICs per node quoted"),
+        "nic_speed_gbps": Field(Int(minimum=1, maximum=3200), doc="fabric port speed quoted, Gb/s"),
+        "fabric": Field(Str(choices=FABRIC_TYPES), doc="compute fabric quoted"),
+        "single_node_busbw_gbps": Field(Num(minimum=0), doc="all_reduce busbw in one node quoted, GB/s"),
+        "multi_node_busbw_gbps": Field(Num(minimum=0), doc="all_reduce busbw across nodes quoted, GB/s"),
+        "source": Field(Str(), doc="where the quote comes from (document, date)"),
+    }
+)
+
 POOL = Map(
     fields={
         "name": Field(_NAME, True, doc="pool name"),
@@ -497,6 +513,7 @@ POOL = Map(
         "scratch_devices": Field(
             List(item=_DEVICE, max_items=64), doc="scratch devices of the pool's nodes (overrides storage.scratch)"
         ),
+        "quote": Field(QUOTE, doc="what the provider quoted for this pool (overrides the top-level quote)"),
     }
 )
 
@@ -650,6 +667,22 @@ WORKLOAD_ACCEPTANCE = Map(
 
 # --- end storage / cost / workload ----------------------------------------------------------------
 
+# The judgement of each node against its own pool (acceptance_outliers.py, docs/nccl-acceptance.md).
+OUTLIERS = Map(
+    fields={
+        "severity": Field(Str(choices=("warn", "fail")), default="warn", doc="an outlier warns (warn) or fails (fail)"),
+        "min_deviation": Field(
+            Num(minimum=0, maximum=1), default=0.05, doc="share below the pool's median a node must be to be named"
+        ),
+        "mad_threshold": Field(
+            Num(minimum=0), default=3.5, doc="modified z-score (0.6745 x distance / MAD) a node must also pass"
+        ),
+        "min_pool_size": Field(
+            Int(minimum=2), default=4, doc="smaller pools are judged against the other nodes and only warn"
+        ),
+    }
+)
+
 ACCEPTANCE = Map(
     fields={
         "single_node_busbw_gbps": Field(Num(minimum=0), doc="floor for all_reduce inside one node"),
@@ -660,6 +693,13 @@ ACCEPTANCE = Map(
         "max_wrong_waived": Field(Bool(), default=False, doc="allow max_wrong > 0"),
         "storage": Field(STORAGE_ACCEPTANCE, doc="storage acceptance floors (scratch, shared FS, checkpoint)"),
         "workload": Field(WORKLOAD_ACCEPTANCE, doc="workload acceptance: a training job killed and resumed (Slurm)"),
+        "quote_differs": Field(
+            Str(choices=("warn", "fail")), default="warn", doc="QUOTE_DIFFERS is a warning (warn) or an error (fail)"
+        ),
+        "quote_busbw_tolerance": Field(
+            Num(minimum=0, maximum=1), default=0.05, doc="share a measured busbw may fall below the quoted one"
+        ),
+        "outliers": Field(OUTLIERS, default={}, doc="nodes judged against their pool's median (NCCL_OUTLIER)"),
     }
 )
 
@@ -690,6 +730,7 @@ BRIEF = Map(
         "tenants": Field(List(item=TENANT, max_items=MAX_TENANTS), default=[], doc="teams with GPU quotas (optional)"),
         "storage": Field(STORAGE, doc="local scratch, shared file systems, checkpoint root (role storage)"),
         "cost": Field(COST, doc="monthly cost, unit of accepted work, baseline (gpufleet report cost)"),
+        "quote": Field(QUOTE, doc="what the provider quoted, for every pool without a quote of its own"),
     }
 )
 

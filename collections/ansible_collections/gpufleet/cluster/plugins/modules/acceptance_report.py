@@ -139,6 +139,13 @@ options:
     description: Host -> why the caller left it out of this acceptance (e.g. the CLI's "unreachable in stage X").
     type: dict
     default: {}
+  brief:
+    description:
+      - The topology brief. With it the report judges each node's single-node busbw and storage figures against
+        its pool's median (C(NCCL_OUTLIER), C(STORAGE_OUTLIER), C(acceptance.outliers)) and sets the provider's
+        C(quote) beside the brief and the measurement (C(QUOTE_DIFFERS)); see docs/nccl-acceptance.md.
+    type: dict
+    default: {}
   fallback_dest:
     description:
       - Where the report goes when I(dest) cannot be written (a full or read-only disk); a warning says so. Default
@@ -251,6 +258,8 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_outliers import OutlierError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_quote import QuoteError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import (
     build_report,
     not_accepted,
@@ -391,6 +400,7 @@ def main() -> None:
             "failed_earlier": {"type": "list", "elements": "str", "default": []},
             "excluded": {"type": "dict", "default": {}},
             "fallback_dest": {"type": "path"},
+            "brief": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -419,29 +429,34 @@ def main() -> None:
         else dict(n, status="drained" if n.get("host") in drained else ("fail" if n.get("host") in flagged else "pass"))
         for n in p["nodes"]
     ]
-    report = build_report(
-        p["cluster"],
-        runs=runs,
-        debug=p["debug"],
-        nodes=[*nodes, *missing_rows],
-        violations=[*p["violations"], *missing],
-        bisect=merge_bisect(bisect),
-        drained=p["drained"],
-        floors=p["floors"],
-        limits=p["limits"],
-        versions=p["versions"],
-        timestamp=stamp,
-        storage=storage,
-        workload=p["workload"],
-        nccl=p["nccl"],
-        not_accepted=not_accepted(
-            p["brief_nodes"],
-            tested=p["expected_nodes"],
-            run_nodes=p["run_nodes"],
-            failed_earlier=p["failed_earlier"],
-            excluded=p["excluded"],
-        ),
-    )
+    try:
+        report = build_report(
+            p["cluster"],
+            runs=runs,
+            debug=p["debug"],
+            nodes=[*nodes, *missing_rows],
+            violations=[*p["violations"], *missing],
+            bisect=merge_bisect(bisect),
+            drained=p["drained"],
+            floors=p["floors"],
+            limits=p["limits"],
+            versions=p["versions"],
+            timestamp=stamp,
+            storage=storage,
+            workload=p["workload"],
+            nccl=p["nccl"],
+            not_accepted=not_accepted(
+                p["brief_nodes"],
+                tested=p["expected_nodes"],
+                run_nodes=p["run_nodes"],
+                failed_earlier=p["failed_earlier"],
+                excluded=p["excluded"],
+            ),
+            brief=p["brief"],
+        )
+    except (QuoteError, OutlierError) as exc:
+        # The brief's quote or outlier settings are wrong: say which field, what was expected and found.
+        module.fail_json(msg=f"brief: {exc}")
     if p["context"]:
         report["context"] = p["context"]
     # Whether the drain breaker let this run drain (null: the drain step did not run).
