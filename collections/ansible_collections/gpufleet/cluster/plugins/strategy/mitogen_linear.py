@@ -4,7 +4,7 @@
 # Mitogen keeps one Python interpreter per host over the SSH connection and sends modules to it,
 # instead of a fresh ssh exec + module upload + interpreter start per task: a no-op re-run takes
 # well under half the time (figures: README, Benchmarks). Task order, results, check mode and
-# diffs are linear's. Its SSH keepalive is set in playbooks/group_vars/all/connection.yml.
+# diffs are linear's.
 # Like gpufleet.cluster.linear, it imports the collection's filters in the controller before the
 # workers fork (module_utils/preload.py), and lists the installed collections once there (Mitogen's
 # planner walks them all in every task's worker otherwise).
@@ -32,6 +32,14 @@ import logging
 import os
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preload import preload_jinja_plugins
+
+# How long a run waits on a node that stopped answering without closing its connection (power
+# lost, kernel panic, cable pulled) before it marks the node unreachable and goes on without it:
+# an SSH keepalive every 15 s, given up after 4 unanswered ones, about a minute during which every
+# host waits at that task. Mitogen's own fallback (30 s x 10) holds a play for five minutes. An
+# inventory's mitogen_ssh_keepalive_interval / _count still win; without Mitogen, ansible.cfg's
+# ssh_args carry the same values.
+KEEPALIVE_DEFAULTS = {"mitogen_ssh_keepalive_interval": 15, "mitogen_ssh_keepalive_count": 4}
 
 try:
     import ansible_mitogen.loaders
@@ -79,10 +87,33 @@ try:
 
         ansible_mitogen.planner._load_collections = _load_collections
 
+    def _keepalive_defaults():
+        """gpufleet's SSH keepalive where the inventory sets none (KEEPALIVE_DEFAULTS).
+
+        Mitogen reads ``mitogen_ssh_keepalive_interval`` / ``_count`` from the task's variables and
+        falls back to 30 s x 10 when they are unset. Its spec classes are given a fallback of their
+        own here, so an inventory's or a play's values still win.
+        """
+        import ansible_mitogen.transport_config as tc
+
+        for cls in (tc.PlayContextSpec, tc.MitogenViaSpec):
+            for name, fallback in KEEPALIVE_DEFAULTS.items():
+                read = getattr(cls, name, None)
+                if read is None or getattr(read, "_gpufleet_fallback", None) is not None:
+                    continue
+
+                def with_fallback(self, _read=read, _fallback=fallback):
+                    value = _read(self)
+                    return _fallback if value in (None, "") else value
+
+                with_fallback._gpufleet_fallback = fallback
+                setattr(cls, name, with_fallback)
+
     class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Base):
         """Mitogen's linear strategy."""
 
         def __init__(self, *args, **kwargs):
+            _keepalive_defaults()
             preload_jinja_plugins()
             _collection_dirs_once()
             super().__init__(*args, **kwargs)

@@ -47,8 +47,8 @@ def test_preload_imports_every_filter_file():
 
 
 def test_both_strategies_preload_when_they_start():
-    # The strategy's __init__ needs a task queue manager; the preload is its first statement, so a
-    # stand-in that fails right after it shows the order.
+    # The strategy's __init__ needs a task queue manager; the preload comes before it is needed, so a
+    # stand-in that fails once it is needed shows the order.
     call = "try:\n    strategy.StrategyModule(None)\nexcept Exception:\n    pass"
     for name in ("linear", "mitogen_linear"):
         seen = _probe(name, call)
@@ -59,3 +59,59 @@ def test_preload_skips_what_is_missing():
     from ansible_collections.gpufleet.cluster.plugins.module_utils.preload import preload_jinja_plugins
 
     assert preload_jinja_plugins(("ansible_collections.gpufleet.cluster.plugins.no_such_package",)) == []
+
+
+KEEPALIVE_PROBE = """
+import json, sys
+sys.path.insert(0, {collections!r})
+from ansible_collections.gpufleet.cluster.plugins.strategy import mitogen_linear as strategy
+import ansible_mitogen.transport_config as tc
+
+class Conn:
+    def __init__(self, task_vars):
+        self.task_vars = task_vars
+    def get_task_var(self, name):
+        return self.task_vars.get(name)
+
+class Stub:
+    # PlayContextSpec asks the connection for the task's variables, MitogenViaSpec reads host vars.
+    def __init__(self, task_vars):
+        self._connection = Conn(task_vars)
+        self._host_vars = task_vars
+
+def read(task_vars):
+    s = Stub(task_vars)
+    return [[getattr(cls, n)(s) for n in ("mitogen_ssh_keepalive_interval", "mitogen_ssh_keepalive_count")]
+            for cls in (tc.PlayContextSpec, tc.MitogenViaSpec)]
+
+before = read({{}})
+try:
+    strategy.StrategyModule(None)  # patches, then fails without a task queue manager
+except Exception:
+    pass
+print(json.dumps({{"before": before, "unset": read({{}}), "set": read({{"mitogen_ssh_keepalive_interval": 60,
+      "mitogen_ssh_keepalive_count": 2}}), "defaults": strategy.KEEPALIVE_DEFAULTS}}))
+"""
+
+
+def test_mitogen_gives_a_silent_node_up_after_gpufleets_keepalive_unless_the_inventory_says_otherwise():
+    """A node that loses power closes no connection: Mitogen's SSH keepalive decides how long every
+    host waits at the task. Unset, Mitogen would fall back to 30 s x 10; once the strategy starts,
+    the fallback is gpufleet's (about a minute), and an inventory's values still win. Plain ssh
+    (ansible.cfg's ssh_args) gives up after the same time."""
+    import configparser
+
+    code = KEEPALIVE_PROBE.format(collections=COLLECTIONS)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=COLLECTIONS)
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    interval = seen["defaults"]["mitogen_ssh_keepalive_interval"]
+    count = seen["defaults"]["mitogen_ssh_keepalive_count"]
+    assert seen["before"] == [[None, None], [None, None]]
+    assert seen["unset"] == [[interval, count], [interval, count]]
+    assert seen["set"] == [[60, 2], [60, 2]]
+    assert 30 <= interval * count <= 90
+
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(os.path.join(COLLECTIONS, "..", "ansible.cfg"))
+    opts = dict(a.split("=", 1) for a in cfg.get("ssh_connection", "ssh_args").split() if "=" in a)
+    assert int(opts["ServerAliveInterval"]) * int(opts["ServerAliveCountMax"]) == interval * count
