@@ -340,7 +340,9 @@ class RunSession:
         rc = result.rc if result.rc is not None else EXIT_FAILED
         self.rcs.append(rc)
         where = f" during '{self.tracker.phase} / {self.tracker.current_task}'" if self.tracker.phase else ""
-        left = f"; {leftovers} of its processes left behind were stopped" if leftovers else ""
+        left = ""
+        if leftovers:
+            left = f"; {leftovers} of its processes left behind {'was' if leftovers == 1 else 'were'} stopped"
         if stop.signal is not None:
             self.stream.write(self.tracker.summary(log_path=self.logs) + "\n")
             raise RunStopped(
