@@ -72,7 +72,7 @@ def register(sub) -> None:
         help="redraw the acceptance report's busbw-vs-size PNGs into its directory (needs matplotlib)",
     )
     p.add_argument("--list", action="store_true", help="list the reports under --dir (newest last) instead")
-    # gpufleet report cost: sizing and unit cost (cmd_cost.py, issue 13).
+    # gpufleet report cost: sizing and unit cost (cmd_cost.py).
     from .cmd_cost import add_arguments as _add_cost_arguments
 
     _add_cost_arguments(p)
@@ -460,7 +460,7 @@ def render(report: ReportDir | str, kind: str | None, plots: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.path == "cost":  # gpufleet report cost (cmd_cost.py, issue 13)
+    if args.path == "cost":  # gpufleet report cost (cmd_cost.py)
         from .cmd_cost import run as run_cost
 
         return run_cost(args)

@@ -4,8 +4,8 @@
 # ansible-core 2.19 wraps every persistent cache plugin in an interposer that JSON-encodes each
 # host's facts into one string and decodes that string again on every read. The variable manager
 # reads a host's facts for every task it queues for that host (and for every play's gathering
-# check), so a lab host's 75 KB of facts was decoded some 500 times in one `gpufleet provision`:
-# py-spy put it at ~4 s of the controller's main thread on a 116-s no-op re-run (README, Benchmarks).
+# check), so each host's facts would be decoded once per task of the run, on the controller's main
+# thread, where every other host waits on it (figures: docs/benchmarks.md).
 # This plugin keeps builtin jsonfile, interposer included, as its store, and keeps the decoded
 # facts of each host in memory until they are set, deleted or flushed; a set is read back through
 # the store once, so a read returns exactly what the builtin plugin would have returned.

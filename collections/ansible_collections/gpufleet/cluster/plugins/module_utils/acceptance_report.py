@@ -129,7 +129,7 @@ def build_report(
     errors = sum(1 for v in violations if v.get("severity") == ERROR)
     warnings = sum(1 for v in violations if v.get("severity") == WARNING)
     gated_fail = any(e["result"] == FAIL for e in entries if e["scope"] != "bisect")
-    # Storage / workload (issue 13): their violations are in ``violations``; ``nccl`` False when the NCCL
+    # Storage / workload: their violations are in ``violations``; ``nccl`` False when the NCCL
     # phases were not selected (tags), so an empty Runs table is not a failure, but testing nothing is.
     storage = [dict(r) for r in storage]
     tested = bool(entries or storage or (workload and not workload.get("skipped")))
@@ -490,7 +490,7 @@ def render_breaker(report: dict) -> list[str]:
     return out
 
 
-# --- storage and workload sections (issue 13) ----------------------------------------------------
+# --- storage and workload sections -------------------------------------------------------------
 
 
 def _result(errors: bool) -> str:

@@ -351,7 +351,7 @@ _GROUP = Str(
 )
 _CIDR = Str(doc="an IPv4 or IPv6 network in CIDR notation")
 _IP = Str(doc="an IP address")
-# A block device path (storage scratch devices, issue 13).
+# A block device path (storage scratch devices).
 _DEVICE = Str(pattern=re.compile(r"^/dev/[A-Za-z0-9._/:-]+$"), pattern_doc="a block device such as /dev/nvme0n1")
 
 NETWORK = Map(
@@ -532,7 +532,7 @@ CONTROLLERS = Map(
     }
 )
 
-# --- storage, storage acceptance and cost (issue 13; checks in storage_checks.py) -------------------
+# --- storage, storage acceptance and cost (checks in storage_checks.py) ----------------------------
 
 _ABS_PATH = Str(
     pattern=re.compile(r"^/(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9._/@+-]*$"),
@@ -637,7 +637,7 @@ COST = Map(
     }
 )
 
-# --- workload acceptance (issue 13; checks in storage_checks.py, runner module_utils/workload.py) ------
+# --- workload acceptance (checks in storage_checks.py, the judgement in module_utils/workload.py) ------
 
 WORKLOAD_ACCEPTANCE = Map(
     fields={

@@ -1,6 +1,6 @@
 # Copyright: gpufleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Sizing and unit cost from Slurm accounting: the seeds' two formulas, with their inputs shown.
+"""Sizing and unit cost from Slurm accounting: the two formulas below, with their inputs shown.
 
     required_gpu_capacity       = target_work_per_month / useful_work_per_gpu_month
     effective_cluster_unit_cost = (compute + network + storage + support + operations + idle + retries)

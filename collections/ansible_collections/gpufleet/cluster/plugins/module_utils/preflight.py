@@ -218,7 +218,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     _check_launcher(ctx)
     _check_tenants(ctx)
     _check_kubernetes(ctx)
-    out.extend(storage_checks.check(clean, groups, hostvars))  # storage, acceptance.storage, cost (issue 13)
+    out.extend(storage_checks.check(clean, groups, hostvars))  # storage, acceptance.storage/workload, cost
     return out
 
 

@@ -1,6 +1,6 @@
 # Copyright: gpufleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Storage acceptance (issue 13): fio's JSON, the checkpoint round trip, the judgement against the floors.
+"""Storage acceptance: fio's JSON, the checkpoint round trip, the judgement against the floors.
 
 * :func:`parse_fio` - ``fio --output-format=json`` of one sequential job (write or read) -> bytes,
   seconds, GB/s (decimal, 1e9 bytes/s: the unit of ``acceptance.storage``), errors.

@@ -1,6 +1,6 @@
 # Copyright: gpufleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Workload acceptance (issue 13, the seeds' steps 1, 2, 4, 5): the workload's output and the judgement.
+"""Workload acceptance (run, kill, resume from the checkpoint): the workload's output and the judgement.
 
 The workload (the brief's ``acceptance.workload.command``) prints lines of ``key=value`` words after the
 marker ``gpufleet-workload`` (anything before the marker, such as srun's ``0:`` prefix, is ignored)::

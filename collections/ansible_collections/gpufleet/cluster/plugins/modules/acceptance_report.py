@@ -416,7 +416,7 @@ def main() -> None:
     out_dir = os.path.join(p["dest"], slug(p["cluster"]), stamp)
     runs, log_texts = plan_logs(p["runs"])
     missing_rows, missing = untested(p["expected_nodes"], p["nodes"], runs) if p["nccl"] else ([], [])
-    # Storage and workload (issue 13): their violations join the verdict.
+    # Storage and workload: their violations join the verdict.
     storage = p["storage"]
     missing += [v for r in storage for v in r.get("violations") or []]
     missing += storage_not_tested(p["storage_expected"], storage)

@@ -3,7 +3,7 @@
 #
 # Mitogen keeps one Python interpreter per host over the SSH connection and sends modules to it,
 # instead of a fresh ssh exec + module upload + interpreter start per task: a no-op re-run takes
-# well under half the time (figures: README, Benchmarks). Task order, results, check mode and
+# well under half the time (figures: docs/benchmarks.md). Task order, results, check mode and
 # diffs are linear's.
 # Like gpufleet.cluster.linear, it imports the collection's filters in the controller before the
 # workers fork (module_utils/preload.py), and lists the installed collections once there (Mitogen's
