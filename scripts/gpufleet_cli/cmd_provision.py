@@ -45,8 +45,6 @@ COMMANDS = {
 
 def register(sub) -> None:
     for name, (playbook, help_, desc) in COMMANDS.items():
-        if name != "provision" and not os.path.exists(os.path.join(ROOT, "playbooks", playbook)):
-            continue  # the stage has not landed yet
         p = sub.add_parser(name, help=help_, description=desc)
         add_run_arguments(p)
         if name in _DRAINS:

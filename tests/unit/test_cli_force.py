@@ -12,7 +12,7 @@ from gpufleet_cli.main import main
 
 @pytest.fixture
 def root(tmp_path, monkeypatch):
-    """A project root whose playbooks exist (so every subcommand is registered) and whose reports are empty."""
+    """A project root whose playbooks exist and whose reports are empty."""
     (tmp_path / "playbooks").mkdir()
     for name in ("site.yml", "verify.yml", "acceptance.yml"):
         (tmp_path / "playbooks" / name).write_text("---\n")
