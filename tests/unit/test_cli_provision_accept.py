@@ -394,6 +394,9 @@ def test_lab_up_and_down_forget_the_lab_record(tmp_path, monkeypatch):
     monkeypatch.setattr(acceptance_reuse, "RECORD_DIR", str(tmp_path / "records"))
     monkeypatch.setattr(cmd_lab, "FACT_CACHE", str(tmp_path / "facts"))
     monkeypatch.setattr(cmd_lab, "_run", lambda cmd: 0)
+    # Never the real lab's added GPU nodes or their inventory file.
+    monkeypatch.setattr(cmd_lab, "EXTRA_INVENTORY", str(tmp_path / "more-gpu-nodes.yml"))
+    monkeypatch.setattr(cmd_lab, "_lab_containers", lambda: [])
     for action in ("up", "down"):
         acceptance_reuse.save(cmd_lab.INVENTORY, {}, {"lab-gpu01": "x"}, str(tmp_path / "a.json"))
         assert acceptance_reuse.load(cmd_lab.INVENTORY) is not None
