@@ -18,7 +18,7 @@ help:
 	@echo "make lab        bring up the lab cluster and provision it (the main job)"
 	@echo "make test       lint + unit tests + every Molecule scenario (what CI runs)"
 	@echo "make test-fast  lint + unit tests"
-	@echo "make bench      print the benchmarks' figures"
+	@echo "make bench      print the benchmarks' figures (BENCH_SCALE=\"2 4\": also the lab at those sizes)"
 	@echo "make lab-down   destroy the lab"
 
 venv: $(VENV)/.installed
@@ -65,8 +65,16 @@ test: venv
 	  echo "== make test: $$(( $$(date +%s) - t0 )) s (testbed exit $$trc, molecule exit $$mrc, lint + unit exit $$frc)"; \
 	  [ $$trc -eq 0 ] && [ $$mrc -eq 0 ] && [ $$frc -eq 0 ]
 
+# scripts/bench_scale rebuilds the lab at several sizes (minutes each): only with
+# BENCH_SCALE set to its sizes, e.g. make bench BENCH_SCALE="2 4"; it puts the 2-node lab back.
+BENCH_SCALE ?=
 bench: venv
-	@for b in scripts/bench_*; do [ -x "$$b" ] && { echo "== $$b"; "$$b"; }; done
+	@for b in scripts/bench_*; do \
+	  if [ "$$b" = scripts/bench_scale ]; then \
+	    [ -n "$(BENCH_SCALE)" ] || { echo "== $$b skipped (minutes per size): make bench BENCH_SCALE=\"2 4\""; continue; }; \
+	    echo "== $$b $(BENCH_SCALE)"; "$$b" $(BENCH_SCALE); continue; \
+	  fi; \
+	  [ -x "$$b" ] && { echo "== $$b"; "$$b"; }; done
 
 lab: venv testbed
 	scripts/gpufleet lab up
