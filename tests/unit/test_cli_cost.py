@@ -9,21 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cost_fixtures import COST, SACCT, SITE, WINDOW
 from gpufleet_cli import cmd_cost
 from gpufleet_cli.main import main
-
-ROOT = Path(__file__).resolve().parents[2]
-UNIT = ROOT / "collections/ansible_collections/gpufleet/cluster/tests/unit/fixtures"
-SACCT = UNIT / "cost" / "sacct_22.05_steps.txt"
-SITE = UNIT / "preflight" / "slurm"
-COST = {
-    "currency": "EUR",
-    "monthly": {"compute": 73000, "network": 7300, "storage": 3650, "support": 1460, "operations": 5840},
-    "unit": {"name": "training job"},
-    "target_units_per_month": 500,
-    "baseline": {"name": "GPU rental", "price_per_unit": 1200},
-}
-WINDOW = ["--since", "2026-03-01", "--until", "2026-03-02"]
 
 
 def site(tmp_path: Path, cost=COST) -> Path:
