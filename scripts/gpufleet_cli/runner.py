@@ -321,7 +321,7 @@ class RunSession:
         except OSError as exc:
             why = exc.strerror or exc
             raise CliError(f"cannot keep this run's log under {private}: {why}", code=EXIT_FAILED) from exc
-        check_free_space(private)
+        check_free_space(private, earlier_runs=len(self.rcs))
         ident = f"{stamp}-{os.path.splitext(playbook)[0]}"
         kwargs = runner_kwargs(path, inventory, opts, private, ident)
         # Ctrl-C (SIGINT) or a SIGTERM stops the whole run: ansible-runner kills ansible-playbook's
@@ -331,10 +331,14 @@ class RunSession:
         stop = StopRequest()
         with stop.catching():
             result = ansible_runner.run(**kwargs, event_handler=self.progress, cancel_callback=stop.requested)
-        # ansible-playbook killed from outside (the OOM killer, kill -9) leaves its workers running
-        # tasks on the hosts with nobody reading their results; they are found by the mark this
-        # run's environment gave them and stopped, so nothing changes hosts after this returns.
-        leftovers = stop_leftovers(kwargs["envvars"][RUN_MARK])
+        # A run that did not end by itself (interrupted here, or ansible-playbook killed from outside:
+        # the OOM killer, kill -9) may leave workers running tasks on the hosts with nobody reading
+        # their results; they are found by the mark this run's environment gave them and stopped,
+        # so nothing changes hosts after this returns. A run that ended by itself is left alone: its
+        # SSH connection masters (ControlPersist) serve the next run.
+        leftovers = 0
+        if stop.signal is not None or result.rc is None:
+            leftovers = stop_leftovers(kwargs["envvars"][RUN_MARK])
         self.progress.close()
         self.logs.append(os.path.join(private, "artifacts", ident, "stdout"))
         rc = result.rc if result.rc is not None else EXIT_FAILED
@@ -372,18 +376,27 @@ class RunSession:
 MIN_FREE_BYTES = 64 << 20
 
 
-def check_free_space(path: str, need: int = MIN_FREE_BYTES) -> None:
+def check_free_space(path: str, need: int = MIN_FREE_BYTES, earlier_runs: int = 0) -> None:
     """Refuse to start a run that could not keep its own log: ansible-runner fails with a traceback
-    part way through a playbook when its artifact directory fills, leaving the hosts half done."""
+    part way through a playbook when its artifact directory fills, leaving the hosts half done.
+    ``earlier_runs``: playbooks this command already ran (their changes stand)."""
     try:
         usage = shutil.disk_usage(path)
     except OSError:
         return  # the run's own writes will say what is wrong
     if usage.free < need:
-        raise CliError(
+        touched = (
+            "No host was touched."
+            if not earlier_runs
+            else "This command's earlier playbook runs stand; the next one did not start."
+        )
+        # After an earlier run of the same command, the command stops part way: what it changed is
+        # not measured (gpufleet provision forgets its last passing acceptance on RunStopped).
+        error = RunStopped if earlier_runs else CliError
+        raise error(
             f"only {usage.free >> 20} MiB free under {path}, where this run keeps its log, events and the hosts' "
             f"facts; at least {need >> 20} MiB are needed: free space there (old runs are in "
-            f"{os.path.join(path, 'artifacts')}) and run again. No host was touched.",
+            f"{os.path.join(path, 'artifacts')}) and run again. {touched}",
             code=EXIT_FAILED,
         )
 

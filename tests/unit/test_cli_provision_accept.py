@@ -480,3 +480,47 @@ def test_a_full_controller_disk_is_refused_before_any_host_is_touched(cluster, c
     assert cluster.calls == []
     assert "only 5 MiB free under " in captured.err and ".cache/runner" in captured.err
     assert "No host was touched" in captured.err
+
+
+def test_only_a_run_that_did_not_end_by_itself_is_swept(cluster, capsys, monkeypatch):
+    """The left-over sweep runs after an interrupted or killed ansible-playbook only: a run that
+    ended by itself keeps its SSH connection masters for the next run."""
+    swept = []
+    monkeypatch.setattr(runner, "stop_leftovers", lambda mark: swept.append(mark) or 0)
+    converge_and_accept(cluster, capsys)
+    assert swept == []
+
+    def killed_run(**kw):
+        cluster.calls.append({"playbook": Path(kw["playbook"]).name, "mark": kw["envvars"][runner.RUN_MARK]})
+        return SimpleNamespace(rc=None)
+
+    monkeypatch.setattr(cluster, "run", killed_run)
+    assert main(["provision", "-i", str(cluster.inventory), "--no-progress"]) == 1
+    assert swept == [cluster.calls[-1]["mark"]]
+
+
+def test_a_full_controller_disk_before_the_acceptance_says_the_first_run_stands(cluster, capsys, monkeypatch):
+    """.cache/runner fills between provision's two runs: the acceptance does not start, the
+    message does not claim that no host was touched, and the record of the last passing
+    acceptance is forgotten (the hosts changed since)."""
+    import shutil
+
+    real = shutil.disk_usage
+    checks = []
+
+    def filling(path):
+        usage = real(path)
+        checks.append(path)
+        return usage._replace(free=5 << 20) if len(checks) > 1 else usage
+
+    converge_and_accept(cluster, capsys)
+    monkeypatch.setattr(runner.shutil, "disk_usage", filling)
+    cluster.changed = set(HOSTS)
+    rc = main(["provision", "-i", str(cluster.inventory), "--no-progress"])
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert [c["playbook"] for c in cluster.calls] == ["site.yml"]
+    assert "This command's earlier playbook runs stand" in captured.err
+    assert "No host was touched" not in captured.err
+    # The hosts changed and nothing measured them: the last passing acceptance is not kept.
+    assert accepted(cluster) is None
