@@ -138,7 +138,9 @@ def judge(
     if not isinstance(pools, Mapping):
         raise BreakerError(f"pools must map each pool's name to its nodes, found {type(pools).__name__}")
     members = {str(name): _names(nodes, f"pools[{name!r}]") for name, nodes in pools.items()}
-    wanted = _names(to_drain, "to_drain")
+    # Sorted: the nodes come from groups Ansible builds in the order hosts answer, and the message
+    # and the report name them the same way every run.
+    wanted = sorted(_names(to_drain, "to_drain"))
     already = set(_names(out_of_service, "out_of_service"))
     orphans = [n for n in wanted if not any(n in nodes for nodes in members.values())]
     if orphans:

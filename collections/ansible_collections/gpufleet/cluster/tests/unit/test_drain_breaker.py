@@ -264,3 +264,12 @@ def test_remediation_report_fails_and_says_so_when_the_breaker_tripped():
     old = _remediation(None, "resumed")
     del old["breaker"]
     assert "Drain breaker" not in remediation_markdown(old)
+
+
+def test_the_nodes_are_named_in_one_order_whatever_order_they_came_in():
+    # Ansible builds the list from groups in the order hosts answer: the message must not change with it.
+    pools = {"h100": ["gpu01", "gpu02"]}
+    orders = (["gpu01", "gpu02"], ["gpu02", "gpu01"])
+    texts = {breaker.message(breaker.judge(pools, order, share=0.25)) for order in orders}
+    assert len(texts) == 1
+    assert "draining gpu01, gpu02 would leave" in texts.pop()
