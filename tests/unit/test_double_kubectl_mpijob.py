@@ -211,3 +211,29 @@ def test_mpirun_command_needs_the_image_program_and_ranks(cluster):
         kubectl.mpirun_command({"command": ["mpirun"], "args": ["-np", "4", "/bin/true"]})
     with pytest.raises(ValueError, match="-np"):
         kubectl.mpirun_command({"command": ["mpirun"], "args": ARGV})
+
+
+def test_a_custom_resource_is_refused_until_its_crd_is_applied(cluster, capsys):
+    """kubectl apply / create / diff of an MPIJob before the MPI Operator's manifest (its CRD) is in
+    the cluster fails with kubectl's own error; the stand-in manifest's CRD makes it known, and a
+    built-in kind never needs one."""
+    kubectl, _store = cluster
+    job = mpijob()
+    job["metadata"]["namespace"] = "gpufleet"
+    with pytest.raises(SystemExit) as exc:
+        kubectl.require_kind(None, job, "job.yaml")
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert 'no matches for kind "MPIJob" in version "kubeflow.org/v2beta1"' in err
+    assert "ensure CRDs are installed first" in err
+    with pytest.raises(SystemExit) as exc:
+        kubectl.require_kind(None, job, "job.yaml", code=2)
+    assert exc.value.code == 2  # kubectl diff: above 1 is an error, not "differs"
+    manifest = (K8S_DOUBLES / "mpi-operator.yaml").read_text()
+    (crd,) = [doc for doc in yaml.safe_load_all(manifest) if doc["kind"] == "CustomResourceDefinition"]
+    kubectl.put(None, crd)
+    kubectl.require_kind(None, job, "job.yaml")
+    wrong_version = {**job, "apiVersion": "kubeflow.org/v1"}
+    with pytest.raises(SystemExit):
+        kubectl.require_kind(None, wrong_version, "job.yaml")
+    kubectl.require_kind(None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}, "ns.yaml")

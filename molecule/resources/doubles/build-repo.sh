@@ -299,12 +299,13 @@ done
 #                            signed with the doubles' key, which is also its Release.key
 # kubernetes/helm/           helm-v<version>-linux-amd64.tar.gz + .sha256sum, like get.helm.sh
 # kubernetes/kueue/v<version>/manifests.yaml, kubernetes/calico/v<version>/manifests/tigera-operator.yaml
+# kubernetes/mpi-operator/v<version>/deploy/v2beta1/mpi-operator.yaml (raw.githubusercontent.com's layout)
 # Programs: stack/k8s (stand-ins answering through an API server stand-in on the control plane).
 k8s_versions=(1.33.4 1.33.5)           # 1.33.4 = the gpu_stack scenario's pin
-helm_version=3.18.4 kueue_version=v0.13.4 calico_version=v3.30.3
+helm_version=3.18.4 kueue_version=v0.13.4 calico_version=v3.30.3 mpi_operator_version=v0.8.0
 k8s_minor=${k8s_versions[0]%.*} k8s=$out/kubernetes/v$k8s_minor/deb
 rm -rf "$out/kubernetes" && mkdir -p "$k8s" "$out/kubernetes/helm" "$out/kubernetes/kueue/$kueue_version" \
-  "$out/kubernetes/calico/$calico_version/manifests"
+  "$out/kubernetes/calico/$calico_version/manifests" "$out/kubernetes/mpi-operator/$mpi_operator_version/deploy/v2beta1"
 k8s_lib() {  # the stand-ins' shared module, in each package's own directory
   put "$1" "$stack/k8s/gpufleet_k8s_double.py" "/usr/lib/gpufleet-doubles/k8s-$2/gpufleet_k8s_double.py" 0644 \
     "K8S_VERSION=$3"
@@ -319,6 +320,8 @@ for v in "${k8s_versions[@]}"; do
   k8s_lib "kubectl-$dv" kubectl "$v"
   # An MPIJob's launcher runs the production image's nccl-tests: the all_reduce_perf double (bin/).
   put "kubectl-$dv" "$here/bin/all_reduce_perf" /usr/lib/gpufleet-doubles/k8s-kubectl/all_reduce_perf 0755
+  # batch/v1 Jobs: the API server's checks, Kueue, the Job controller and the kubelet (gpufleet_k8s_jobs.py).
+  put "kubectl-$dv" "$stack/k8s/gpufleet_k8s_jobs.py" /usr/lib/gpufleet-doubles/k8s-kubectl/gpufleet_k8s_jobs.py 0644
   pkg "kubernetes/v$k8s_minor/deb" kubectl "$dv" ""
   put "kubelet-$dv" "$stack/k8s/kubelet" /usr/bin/kubelet 0755 "K8S_VERSION=$v"
   put "kubelet-$dv" "$stack/k8s/kube-apiserver" /usr/bin/kube-apiserver-double 0755
@@ -346,6 +349,8 @@ tar -C "$work/helm" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -
 sed "s|@KUEUE_VERSION@|$kueue_version|" "$stack/k8s/kueue-manifests.yaml" >"$out/kubernetes/kueue/$kueue_version/manifests.yaml"
 sed "s|@TIGERA_VERSION@|$calico_version|" "$stack/k8s/tigera-operator.yaml" \
   >"$out/kubernetes/calico/$calico_version/manifests/tigera-operator.yaml"
+sed "s|@MPI_OPERATOR_IMAGE_TAG@|${mpi_operator_version#v}|" "$stack/k8s/mpi-operator.yaml" \
+  >"$out/kubernetes/mpi-operator/$mpi_operator_version/deploy/v2beta1/mpi-operator.yaml"
 (
   cd "$k8s"
   apt-ftparchive packages . >Packages

@@ -988,16 +988,24 @@ def _literal(value: Any) -> bool:
 def _check_launcher(ctx: Ctx) -> None:
     """The acceptance launcher as the first controller (where acceptance launches the all-node runs)
     sees it in the inventory or -e: one of srun / mpirun / mpijob, srun only with Slurm and mpijob
-    only with Kubernetes, and mpijob with the production image it runs (acceptance_container_image).
-    Unset, or a template, leaves the role's default (srun on Slurm, mpirun otherwise)."""
+    only with Kubernetes, and mpijob with the production image it runs. Unset leaves the role's
+    default: srun on Slurm, mpijob on Kubernetes (the MPI Operator is installed there), mpirun
+    otherwise; a template is not resolved here and is not checked.
+
+    The image is acceptance_container_image where the inventory or -e sets it, else, on a
+    Kubernetes brief (the role's default there), the brief's acceptance.workload.image: the field
+    named when it is missing is the one to set (the host's variable when it is set but empty or
+    the brief is not Kubernetes, else the brief's field, host-free)."""
     if not ctx.controllers:
         return
     host = ctx.controllers[0]
     hv = ctx.hostvars.get(host) or {}
+    plane = ctx.brief["cluster"].get("control_plane")
     launcher = hv.get("acceptance_launcher")
+    if launcher is None:
+        launcher = "mpijob" if plane == "kubernetes" else None
     if launcher is None or not _literal(launcher):
         return
-    plane = ctx.brief["cluster"].get("control_plane")
     if launcher not in LAUNCHERS:
         ctx.out.append(
             violation(
@@ -1020,15 +1028,33 @@ def _check_launcher(ctx: Ctx) -> None:
                 host=host,
             )
         )
+    if launcher != "mpijob":
+        return
     image = hv.get("acceptance_container_image")
-    if launcher == "mpijob" and (image is None or (_literal(image) and not image.strip())):
+    if image is not None or plane != "kubernetes":
+        if image is None or (_literal(image) and not image.strip()):
+            ctx.out.append(
+                violation(
+                    "ACCEPT_IMAGE_MISSING",
+                    "acceptance_container_image",
+                    "expected the production image the MPIJob runs (nccl-tests and Open MPI in it) for "
+                    f"acceptance_launcher mpijob, found {'none' if image is None else 'an empty string'}",
+                    host=host,
+                )
+            )
+        return
+    workload = (ctx.brief.get("acceptance") or {}).get("workload") or {}
+    brief_image = workload.get("image") if isinstance(workload, dict) else None
+    if not isinstance(brief_image, str) or not brief_image.strip():
+        default = " (the default on cluster.control_plane kubernetes)" if hv.get("acceptance_launcher") is None else ""
         ctx.out.append(
             violation(
                 "ACCEPT_IMAGE_MISSING",
-                "acceptance_container_image",
+                "acceptance.workload.image",
                 "expected the production image the MPIJob runs (nccl-tests and Open MPI in it) for "
-                f"acceptance_launcher mpijob, found {'none' if image is None else 'an empty string'}",
-                host=host,
+                f"acceptance_launcher mpijob{default}, in acceptance.workload.image or the first controller's "
+                f"acceptance_container_image, found {'none' if brief_image is None else repr(brief_image)}; "
+                "or set acceptance_launcher: mpirun",
             )
         )
 

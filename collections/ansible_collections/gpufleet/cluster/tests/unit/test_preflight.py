@@ -690,9 +690,33 @@ FAILING = [
     (
         "mpijob without an image",
         "k8s",
-        host_set("cp01", "acceptance_launcher", "mpijob"),
+        both(host_set("cp01", "acceptance_launcher", "mpijob"), host_set("cp01", "acceptance_container_image", DELETE)),
         "ACCEPT_IMAGE_MISSING",
-        "cp01",
+        None,
+        "acceptance.workload.image",
+    ),
+    (
+        "default launcher (mpijob) without an image anywhere",
+        "k8s",
+        host_set("cp01", "acceptance_container_image", DELETE),
+        "ACCEPT_IMAGE_MISSING",
+        None,
+        "acceptance.workload.image",
+    ),
+    (
+        "default launcher (mpijob), the brief's workload image empty",
+        "k8s",
+        both(host_set("cp01", "acceptance_container_image", DELETE), brief_set(("acceptance.workload.image", " "))),
+        "ACCEPT_IMAGE_MISSING",
+        None,
+        "acceptance.workload.image",
+    ),
+    (
+        "mpijob on slurm, the brief's workload image does not count",
+        "slurm",
+        both(host_set("ctl01", "acceptance_launcher", "mpijob"), brief_set(("acceptance.workload.image", "img:1"))),
+        "ACCEPT_IMAGE_MISSING",
+        "ctl01",
         "acceptance_container_image",
     ),
     (
@@ -747,6 +771,28 @@ PASSING = [
     ),
     ("mpirun on slurm", "slurm", host_set("ctl01", "acceptance_launcher", "mpirun")),
     ("mpirun on kubernetes", "k8s", host_set("cp01", "acceptance_launcher", "mpirun")),
+    (
+        "mpirun on kubernetes needs no image",
+        "k8s",
+        both(host_set("cp01", "acceptance_launcher", "mpirun"), host_set("cp01", "acceptance_container_image", DELETE)),
+    ),
+    (
+        "default launcher (mpijob) with the brief's workload image",
+        "k8s",
+        both(
+            host_set("cp01", "acceptance_container_image", DELETE),
+            brief_set(
+                (
+                    "acceptance.workload",
+                    {
+                        "command": "python train.py",
+                        "checkpoint_dir": "/ckpt",
+                        "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                    },
+                )
+            ),
+        ),
+    ),
     ("a launcher template is left to the role", "slurm", host_set("ctl01", "acceptance_launcher", "{{ my_launcher }}")),
     ("mpijob on a controller other than the first", "k8s", host_set("cp02", "acceptance_launcher", "mpijob")),
     ("group_vars and host_vars", "gvars", brief_set(("tenants", []))),
