@@ -44,14 +44,18 @@ def register(sub) -> None:
         help="render the latest (or a given) acceptance / hardware-gate / drift / remediation report as Markdown",
         description=(
             "Render a report's JSON as Markdown on stdout (PATH 'cost': the sizing and unit-cost report from "
-            "Slurm accounting and the brief's cost: section, see the report cost options). "
+            "Slurm accounting and the brief's cost: section, see the report cost options; PATH 'history' NODE: the "
+            "node's acceptance, gate and drift results over time, see the report history options). "
             "Without PATH, the latest report under --dir "
             "(reports/<cluster>/<timestamp>/, latest = greatest timestamp) of --kind (default: any). "
             "PATH may be a report directory, a cluster directory (its latest report) or a JSON file. "
             "Exit 0: rendered; 2: no report, or one that cannot be read."
         ),
     )
-    p.add_argument("path", nargs="?", metavar="PATH", help="report directory, cluster directory or JSON file")
+    p.add_argument(
+        "path", nargs="?", metavar="PATH", help="report directory, cluster directory or JSON file; or cost, or history"
+    )
+    p.add_argument("node", nargs="?", metavar="NODE", help="report history: the node whose history to print")
     p.add_argument(
         "--dir",
         default=os.path.join(ROOT, "reports"),
@@ -76,6 +80,10 @@ def register(sub) -> None:
     from .cmd_cost import add_arguments as _add_cost_arguments
 
     _add_cost_arguments(p)
+    # gpufleet report history NODE: one node's results over time (cmd_history.py).
+    from .cmd_history import add_arguments as _add_history_arguments
+
+    _add_history_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -464,6 +472,12 @@ def run(args: argparse.Namespace) -> int:
         from .cmd_cost import run as run_cost
 
         return run_cost(args)
+    if args.path == "history":  # gpufleet report history NODE (cmd_history.py)
+        from .cmd_history import run as run_history
+
+        return run_history(args)
+    if getattr(args, "node", None):
+        raise CliError(f"report {args.path}: unexpected argument {args.node!r} (only report history takes a NODE)")
     if args.list:
         found = find_reports(args.dir, args.kind)
         if not found:

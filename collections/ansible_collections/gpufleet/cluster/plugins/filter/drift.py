@@ -9,7 +9,7 @@ short_description: Compare the GPU stack each node runs with the brief's pins, i
 version_added: 0.1.0
 author: gpufleet developers
 description:
-  - A family of three filters over one Python core (C(module_utils/drift.py)); see docs/drift.md.
+  - A family of four filters over one Python core (C(module_utils/drift.py)); see docs/drift.md.
   - C(drift_check) takes one record per host, C({pool, facts, holds}) where C(facts) is the host's
     C(gpufleet_hw) (from M(gpufleet.cluster.gpu_facts)) or C(None) when the host could not be read, and
     C(holds) the names C(apt-mark showhold) / C(dnf versionlock list) print, or C(None) when unknown.
@@ -18,6 +18,11 @@ description:
     cuda, nccl, dcgm, container_toolkit, doca_ofed, rdma_core and kernel when pinned), then every component
     with the value a strict majority of its pool's readable nodes hold (unpinned ones such as the kernel
     or OFED), then every installed package the roles hold (C(hold_patterns)) that is not held.
+  - With C(acceptance) (host to the date its acceptance is valid until, or C(None)), each node's mark is
+    compared with C(today) and the report lists C(acceptance_expired) and C(acceptance_missing) nodes (a
+    finding; no node's drift status changes). C(accepted_until_marks) reads those dates from
+    C(scontrol show node -o) (text; the nodes' C(Extra) field, C(accepted_until=YYYY-MM-DD)) or from
+    C(kubectl get nodes -o json) (parsed; the label C(gpufleet.io/accepted-until)).
   - C(drift_markdown) renders that report as Markdown; C(remediation_markdown) renders the report
     C(playbooks/remediate.yml) builds (C(kind) remediation).
 options:
@@ -42,6 +47,14 @@ options:
       - C(drift_check) only. Host to pool name, for the hosts whose record is C(None) (not read) or has no
         C(pool), so that the report still names their pool.
     type: dict
+  acceptance:
+    description:
+      - C(drift_check) only. Host to the date (C(YYYY-MM-DD)) its acceptance is valid until, C(None) for a node
+        with no mark; omitted - no acceptance finding.
+    type: dict
+  today:
+    description: C(drift_check) only. The date marks are compared with (C(YYYY-MM-DD)); default today (UTC).
+    type: str
 """
 
 EXAMPLES = r"""
@@ -88,11 +101,15 @@ _value:
       message}) with C(basis) pin, pool or hold (hold items also name the C(package)); C(reboot) is true
       when the loaded kernel module (or, when that is unknown, the installed driver packages) is not the
       pinned driver. C(drifted), C(unknown), C(clean) and C(reboot) list hosts in natural order.
+    - C(drift_check) with C(acceptance) also C(acceptance_expired) and C(acceptance_missing) (hosts), and each
+      node's C(acceptance), C({valid_until, status}) with C(status) valid, expired or none.
+    - C(accepted_until_marks) a dict node to date or C(None).
     - C(drift_markdown) and C(remediation_markdown) a Markdown string.
   type: raw
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_history import k8s_marks, slurm_marks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.drift import (
     drift_check,
     drift_markdown,
@@ -100,9 +117,16 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.drift import (
 )
 
 
-def _drift_check(records: object, brief: object, hold_patterns: object = None, pools: object = None) -> dict:
+def _drift_check(
+    records: object,
+    brief: object,
+    hold_patterns: object = None,
+    pools: object = None,
+    acceptance: object = None,
+    today: object = None,
+) -> dict:
     try:
-        return drift_check(records, brief, hold_patterns, pools)
+        return drift_check(records, brief, hold_patterns, pools, acceptance=acceptance, today=today)
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"gpufleet.cluster.drift_check: {exc}") from exc
 
@@ -121,10 +145,22 @@ def _remediation_markdown(report: object) -> str:
         raise AnsibleFilterError(f"gpufleet.cluster.remediation_markdown: {exc}") from exc
 
 
+def _accepted_until_marks(value: object) -> dict:
+    if isinstance(value, str):
+        return slurm_marks(value)
+    if isinstance(value, dict):
+        return k8s_marks(value)
+    raise AnsibleFilterError(
+        "gpufleet.cluster.accepted_until_marks: expected scontrol show node -o output (text) or kubectl get nodes "
+        f"-o json (a dict), got {type(value).__name__}"
+    )
+
+
 class FilterModule:
     def filters(self) -> dict:
         return {
             "drift_check": _drift_check,
             "drift_markdown": _drift_markdown,
             "remediation_markdown": _remediation_markdown,
+            "accepted_until_marks": _accepted_until_marks,
         }

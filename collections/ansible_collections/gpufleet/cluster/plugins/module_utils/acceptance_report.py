@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_history as history
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import (
     FAIL,
     PASS,
@@ -379,6 +380,7 @@ def render_markdown(report: dict) -> str:
 
     out += render_storage_workload(report)
     out += render_outliers(report)
+    out += render_history(report)
     out += render_quote(report)
 
     viols = report.get("violations") or []
@@ -420,6 +422,86 @@ def render_outliers(report: dict) -> list[str]:
         rows.append([s["pool"], s["metric"], s["nodes"], f"{s['median']:.4g} {s['unit']}", f"{s['mad']:.3g}", named])
     out += _table(["pool", "figure", "nodes", "median", "MAD", "outliers"], rows)
     out.append("")
+    return out
+
+
+def accepted_nodes(report: dict) -> list[str]:
+    """The nodes this report accepts: a passing single-node run, no error violation, not drained, and a
+    verdict of pass or partial (a failed run accepts no node)."""
+    if report.get("verdict") not in (PASS, PARTIAL):
+        return []
+    bad = {v.get("host") for v in report.get("violations") or [] if v.get("severity") == ERROR}
+    bad |= set(report.get("drained") or [])
+    singles: dict[str, bool] = {}
+    for e in report.get("runs") or []:
+        if e.get("scope") == "single-node" and e.get("host"):
+            singles[e["host"]] = singles.get(e["host"], True) and e.get("result") == PASS
+    return [
+        n["host"]
+        for n in report.get("nodes") or []
+        if n.get("host") and n["host"] not in bad and singles.get(n["host"]) and n.get("status") in ("pass", "ok")
+    ]
+
+
+def add_history(report: dict, past: Sequence[dict], brief: dict | None = None) -> list[dict]:
+    """Judge each node measured here against its own history (acceptance_history.py) and add the
+    ``history`` section: trends, ``NODE_DEGRADED`` violations (the verdict fails on an error one), the
+    nodes accepted and the date their acceptance is valid until, and each pool's busbw series for its
+    plot. ``past``: the store's records before this run. Returns this run's records for the store."""
+    rule = history.settings(brief)
+    new = history.acceptance_records(report, accepted_nodes(report), rule["valid_days"])
+    trend, found = history.trends([*past, *new], brief)
+    mine = {r["host"] for r in new}
+    found = [v for v in found if v.get("host") in mine]
+    if found:
+        report["violations"] = sorted([*report.get("violations", []), *found], key=sort_key)
+        errors = sum(1 for v in report["violations"] if v.get("severity") == ERROR)
+        warnings = sum(1 for v in report["violations"] if v.get("severity") == WARNING)
+        report["counts"] = dict(report.get("counts") or {}, errors=errors, warnings=warnings)
+        if errors:
+            report["verdict"] = FAIL
+    accepted = accepted_nodes(report)
+    new = history.acceptance_records(report, accepted, rule["valid_days"])
+    pools = {r.get("pool") for r in new}
+    series = {
+        p: s for p, s in history.busbw_series([*past, *new]).items() if p in pools or (p == "no pool" and None in pools)
+    }
+    report["history"] = {
+        "max_degradation_pct": rule["max_degradation_pct"],
+        "severity": rule["severity"],
+        "valid_days": rule["valid_days"],
+        "valid_until": history.valid_until(history.stamp_time(report.get("timestamp")), rule["valid_days"]),
+        "accepted": accepted,
+        "trends": [t for t in trend if t["host"] in mine],
+        "series": series,
+    }
+    return new
+
+
+def render_history(report: dict) -> list[str]:
+    """Each node's trend since its first acceptance, the nodes degraded, the date acceptance is valid until."""
+    section = report.get("history")
+    if not section:
+        return []
+    out = ["## History", ""]
+    accepted = section.get("accepted") or []
+    out.append(
+        f"Accepted in this run: {', '.join(accepted) or 'none'}"
+        + (f"; valid until {section.get('valid_until')} ({section.get('valid_days')} days)" if accepted else "")
+        + f". A node worse than at its first acceptance by more than {section.get('max_degradation_pct'):g} % "
+        f"is NODE_DEGRADED ({'an error' if section.get('severity') == 'fail' else 'a warning'})."
+    )
+    out.append("")
+    rows = [
+        [t["host"], t.get("pool"), t["figure"], t["text"], t["runs"], f"{-t['change']:+.1%}", t["degraded"]]
+        for t in section.get("trends") or []
+    ]
+    if rows:
+        out += _table(["node", "pool", "figure", "trend", "runs", "change", "degraded"], rows)
+        out.append("")
+    for plot in section.get("plots") or []:
+        out.append(f"![single-node busbw over time, pool {plot['pool']}]({plot['file']})")
+        out.append("")
     return out
 
 
@@ -721,6 +803,17 @@ def write_report(base_dir: str, report: dict, *, plots: bool = True) -> dict:
                 report["plot_error"] = f"matplotlib is not available ({exc})"
                 break
             e["plot"] = name
+            written.append(os.path.join(out_dir, name))
+    if plots and report.get("history", {}).get("series") and not report.get("plot_error"):
+        report["history"] = dict(report["history"], plots=[])
+        for pool, series in sorted(report["history"]["series"].items()):
+            name = f"history-{slug(pool)}.png"
+            try:
+                history.plot_pool(pool, series, os.path.join(out_dir, name))
+            except ImportError as exc:
+                report["plot_error"] = f"matplotlib is not available ({exc})"
+                break
+            report["history"]["plots"].append({"pool": pool, "file": name})
             written.append(os.path.join(out_dir, name))
     json_path = os.path.join(out_dir, "acceptance.json")
     md_path = os.path.join(out_dir, "acceptance.md")

@@ -683,6 +683,20 @@ OUTLIERS = Map(
     }
 )
 
+# Each node against its own first acceptance (acceptance_history.py, docs/nccl-acceptance.md "History").
+HISTORY = Map(
+    fields={
+        "max_degradation_pct": Field(
+            Num(minimum=0, maximum=100),
+            default=10,
+            doc="a node worse than at its own first acceptance by more than this share (%) is NODE_DEGRADED",
+        ),
+        "severity": Field(
+            Str(choices=("warn", "fail")), default="warn", doc="NODE_DEGRADED warns (warn) or fails (fail)"
+        ),
+    }
+)
+
 ACCEPTANCE = Map(
     fields={
         "single_node_busbw_gbps": Field(Num(minimum=0), doc="floor for all_reduce inside one node"),
@@ -700,6 +714,12 @@ ACCEPTANCE = Map(
             Num(minimum=0, maximum=1), default=0.05, doc="share a measured busbw may fall below the quoted one"
         ),
         "outliers": Field(OUTLIERS, default={}, doc="nodes judged against their pool's median (NCCL_OUTLIER)"),
+        "history": Field(HISTORY, default={}, doc="nodes judged against their own first acceptance (NODE_DEGRADED)"),
+        "valid_days": Field(
+            Int(minimum=1, maximum=3650),
+            default=90,
+            doc="days an accepted node's acceptance is valid (its Slurm Extra accepted_until / Kubernetes label)",
+        ),
     }
 )
 

@@ -30,7 +30,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import xid_catalogue
+from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_history, xid_catalogue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts_common import upstream_version, version_matches
 from ansible_collections.gpufleet.cluster.plugins.module_utils.report import markdown_table
 
@@ -458,10 +458,20 @@ def _gpu_errors(facts: dict) -> list[dict]:
     return [{"what": w, "action": a} for w, a in sorted(found.items(), key=lambda kv: -rank.get(kv[1], 0))]
 
 
-def drift_check(records: dict, brief: dict, hold_patterns: object = None, pools: dict | None = None) -> dict:
+def drift_check(
+    records: dict,
+    brief: dict,
+    hold_patterns: object = None,
+    pools: dict | None = None,
+    acceptance: dict | None = None,
+    today: str | None = None,
+) -> dict:
     """The drift report of every node in ``records`` (host -> ``{pool, facts, holds}``, or None for a host that
     could not be read; see the module doc). ``pools`` (host -> pool name) names the pool of a host whose record
-    is None or has no pool."""
+    is None or has no pool. ``acceptance`` (host -> the date its acceptance is valid until, or None for a node
+    with no mark; acceptance_history.py): each node's ``acceptance`` and the report's ``acceptance_expired``
+    and ``acceptance_missing``, a finding that does not change any node's drift status; ``today`` (ISO date,
+    default today in UTC) is what a mark is compared with."""
     if not isinstance(records, dict):
         raise TypeError(f"records must be a dict of host -> {{pool, facts, holds}}, got {type(records).__name__}")
     if not isinstance(brief, dict):
@@ -525,7 +535,14 @@ def drift_check(records: dict, brief: dict, hold_patterns: object = None, pools:
             "gpu_errors": _gpu_errors(e["facts"]),
         }
     by_status = {s: [h for h in hosts if nodes[h]["status"] == s] for s in STATUSES}
-    return {
+    expiry: dict = {}
+    if acceptance is not None:
+        if not isinstance(acceptance, dict):
+            raise TypeError(f"acceptance must be a dict of host -> date or None, got {type(acceptance).__name__}")
+        expiry = acceptance_history.expiry({h: acceptance.get(h) for h in hosts}, today)
+        for h in hosts:
+            nodes[h]["acceptance"] = expiry[h]
+    report = {
         "kind": "drift",
         "schema": SCHEMA_VERSION,
         "cluster": str(((brief.get("cluster") or {}).get("name")) or ""),
@@ -544,6 +561,10 @@ def drift_check(records: dict, brief: dict, hold_patterns: object = None, pools:
             "items": sum(len(n["drift"]) for n in nodes.values()),
         },
     }
+    if acceptance is not None:
+        report["acceptance_expired"] = [h for h in hosts if expiry[h]["status"] == "expired"]
+        report["acceptance_missing"] = [h for h in hosts if expiry[h]["status"] == "none"]
+    return report
 
 
 # ------------------------------------------------------------------ Markdown
@@ -601,6 +622,17 @@ def drift_markdown(report: dict) -> str:
         out += ["## GPU errors since boot", "", "Actions from NVIDIA's XID catalogue (docs/xid-catalogue.md).", ""]
         rows = [[h, e.get("what"), e.get("action")] for h in errors for e in _dict(nodes[h])["gpu_errors"]]
         out += [*markdown_table(["node", "error", "action"], rows), ""]
+    if "acceptance_expired" in report:
+        late = [h for h in hosts if _dict(_dict(nodes[h]).get("acceptance")).get("status") in ("expired", "none")]
+        out += ["## Acceptance expired or missing", ""]
+        if late:
+            out += ['Run `gpufleet accept` on these nodes (docs/nccl-acceptance.md, "Valid until").', ""]
+            rows = [
+                [h, _dict(nodes[h]["acceptance"]).get("valid_until"), nodes[h]["acceptance"]["status"]] for h in late
+            ]
+            out += [*markdown_table(["node", "valid until", "status"], rows), ""]
+        else:
+            out += ["None: every node's acceptance is valid.", ""]
     out += ["## Clean", ""]
     out.append(", ".join(clean) if clean else "None.")
     return "\n".join(out).rstrip() + "\n"

@@ -12,8 +12,10 @@ description:
   - Builds the report of an NCCL acceptance from the runs, transport evidence, node records, violations, bisect
     and drained nodes the C(acceptance) role collected, and writes it under I(dest)C(/<cluster>/<timestamp>/) -
     C(acceptance.json) (schema C(gpufleet.nccl-acceptance/1)), C(acceptance.md), one C(busbw-<run>.png) per run
-    (busbw against message size, with the floor and the physical limit), and the raw output of each run under
-    C(logs/).
+    (busbw against message size, with the floor and the physical limit), one C(history-<pool>.png) per pool (each
+    node's single-node busbw over time), and the raw output of each run under C(logs/).
+  - Appends one record per measured node to the cluster's history, I(dest)C(/<cluster>/history.jsonl), and sets
+    each node's figures beside its first acceptance (the report's History section).
   - Meant for the controller (C(delegate_to) set to localhost), whose Python has matplotlib; without matplotlib the
     plots are skipped and the report says why.
   - The verdict fails on any error violation or any single-/multi-node run below its floor; bisect runs are
@@ -143,7 +145,8 @@ options:
     description:
       - The topology brief. With it the report judges each node's single-node busbw and storage figures against
         its pool's median (C(NCCL_OUTLIER), C(STORAGE_OUTLIER), C(acceptance.outliers)) and sets the provider's
-        C(quote) beside the brief and the measurement (C(QUOTE_DIFFERS)); see docs/nccl-acceptance.md.
+        C(quote) beside the brief and the measurement (C(QUOTE_DIFFERS)), and each node against its own history
+        (C(NODE_DEGRADED), C(acceptance.history), C(acceptance.valid_days)); see docs/nccl-acceptance.md.
     type: dict
     default: {}
   fallback_dest:
@@ -248,6 +251,21 @@ not_accepted:
   returned: always
   type: list
   elements: dict
+accepted:
+  description:
+    - The nodes this run accepted (a passing single-node run, no error, not drained; none when the verdict fails).
+  returned: always
+  type: list
+  elements: str
+valid_until:
+  description:
+    - The date (C(YYYY-MM-DD)) the acceptance of I(accepted) is valid until (the brief's C(acceptance.valid_days)).
+  returned: always
+  type: str
+history:
+  description: The history store the run's records were appended to (C(<dest>/<cluster>/history.jsonl)).
+  returned: always
+  type: str
 fallback:
   description: Why the report is not under I(dest) (it is under I(fallback_dest)); null when it is.
   returned: always
@@ -258,9 +276,12 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_history as history
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_history import HistoryError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_outliers import OutlierError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_quote import QuoteError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import (
+    add_history,
     build_report,
     not_accepted,
     slug,
@@ -454,8 +475,15 @@ def main() -> None:
             ),
             brief=p["brief"],
         )
-    except (QuoteError, OutlierError) as exc:
-        # The brief's quote or outlier settings are wrong: say which field, what was expected and found.
+        # Each node against its own history (reports/<cluster>/history.jsonl): trends, NODE_DEGRADED,
+        # and the date the nodes accepted here are valid until.
+        store = history.store_path(p["dest"], p["cluster"])
+        past, store_warnings = history.read(store)
+        for w in store_warnings:
+            module.warn(w)
+        records = add_history(report, past, p["brief"])
+    except (QuoteError, OutlierError, HistoryError) as exc:
+        # The brief's quote, outlier or history settings are wrong: say which field, what was expected and found.
         module.fail_json(msg=f"brief: {exc}")
     if p["context"]:
         report["context"] = p["context"]
@@ -475,6 +503,9 @@ def main() -> None:
         "failed_runs": [e["label"] for e in report["runs"] if e["scope"] != "bisect" and e["result"] == "fail"],
         "bad_nodes": bad_nodes(report),
         "not_accepted": report["not_accepted"],
+        "accepted": report["history"]["accepted"],
+        "valid_until": report["history"]["valid_until"],
+        "history": store,
         "fallback": None,
     }
     if not module.check_mode:
@@ -498,6 +529,14 @@ def main() -> None:
             module.warn(
                 f"cannot write the acceptance report under {out_dir} ({exc}): written under {written['dir']} "
                 "instead; free space there and move it back"
+            )
+        # The history is appended after the report is written: a run that could not write its report
+        # keeps no record. A store that cannot be written (a full disk) warns; the verdict stands.
+        try:
+            history.append(store, records)
+        except OSError as exc:
+            module.warn(
+                f"cannot append this run's {len(records)} record(s) to {store} ({exc}): the nodes' history lacks it"
             )
         result.update(
             dir=written["dir"],

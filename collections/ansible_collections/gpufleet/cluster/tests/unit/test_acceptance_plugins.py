@@ -574,8 +574,17 @@ def test_report_written_with_logs_and_plots(lab, tmp_path):
         "busbw-all-nodes-h100-lab.png",
         "busbw-single-node-gpu01.png",
         "busbw-single-node-gpu02.png",
+        "history-h100-lab.png",
     ]
     assert (out_dir / "busbw-all-nodes-h100-lab.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Each measured node's record joined the cluster's history; the failed run accepted no node.
+    assert result["accepted"] == [] and result["history"] == str(tmp_path / "reports" / "lab" / "history.jsonl")
+    kept = [json.loads(line) for line in (tmp_path / "reports" / "lab" / "history.jsonl").read_text().splitlines()]
+    assert [(r["host"], r["kind"], r["verdict"]) for r in kept] == [
+        ("gpu01", "acceptance", "not accepted"),
+        ("gpu02", "acceptance", "drained"),
+    ]
+    assert all("valid_until" not in r and r["figures"]["single_node_busbw"] > 0 for r in kept)
 
 
 def test_report_check_mode_writes_nothing(lab, tmp_path):

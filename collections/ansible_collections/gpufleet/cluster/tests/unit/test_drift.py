@@ -368,7 +368,12 @@ def test_filter_rejects_misuse(records, hold_patterns):
 
 def test_filters_are_registered():
     filters = FilterModule().filters()
-    assert set(filters) == {"drift_check", "drift_markdown", "remediation_markdown"}
+    assert set(filters) == {"drift_check", "drift_markdown", "remediation_markdown", "accepted_until_marks"}
+    assert filters["accepted_until_marks"]("NodeName=gpu01 State=IDLE Extra=accepted_until=2027-03-03\n") == {
+        "gpu01": "2027-03-03"
+    }
+    with pytest.raises(AnsibleFilterError, match="accepted_until_marks"):
+        filters["accepted_until_marks"](42)
     report = filters["drift_check"]({"gpu01": record(healthy())}, brief())
     assert report["clean"] == ["gpu01"]
     with pytest.raises(AnsibleFilterError, match="drift_markdown"):
