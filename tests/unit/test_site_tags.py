@@ -28,5 +28,5 @@ def test_skip_tags_acceptance_keeps_the_gate_and_the_install_stages():
 def test_tags_acceptance_lists_the_acceptance():
     only = _tasks("--tags", "acceptance")
     assert "acceptance : " in only
-    assert "Workload acceptance (Slurm)" in only
+    assert "Workload acceptance (Slurm or Kubernetes)" in only
     assert "nvidia_driver : Install" not in only

@@ -11,7 +11,10 @@ checkpoint when one exists. It prints the lines the acceptance reads (docs/stora
     gpufleet-workload step=N samples_per_s=X loss=L time=T
     gpufleet-workload event=checkpoint step=N time=T
 
-Killed (scancel, SIGKILL) at any point it loses at most the steps since its last checkpoint.
+Killed (scancel, SIGKILL, a deleted pod) at any point it loses at most the steps since its last checkpoint.
+With --window-s / $GPUFLEET_WINDOW_S it trains that many seconds in all, counted across restarts (the
+checkpoint carries the seconds trained so far), then writes its last checkpoint, prints
+``gpufleet-workload event=done step=N time=T`` and exits 0; without, it trains until it is killed.
 """
 
 from __future__ import annotations
@@ -86,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-steps", type=int, default=0, help="stop after this step (0: run until killed)")
     p.add_argument("--report-every-s", type=float, default=1.0)
     p.add_argument("--checkpoint-every-s", type=float, default=2.0)
+    p.add_argument(
+        "--window-s",
+        type=float,
+        default=float(os.environ.get("GPUFLEET_WINDOW_S") or 0),
+        help="train this many seconds in all, across restarts, then exit 0 (0: until killed)",
+    )
     args = p.parse_args(argv)
     if not args.checkpoint_dir:
         p.error("--checkpoint-dir or $GPUFLEET_CHECKPOINT_DIR is required")
@@ -103,11 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         emit(event="start", step=0)
     rng = random.Random(args.seed + state["step"])
     weights, bias, step = state["weights"], state["bias"], state["step"]
+    trained_before = float(state.get("trained_s", 0.0))
 
-    last_report = last_ckpt = time.monotonic()
+    started = last_report = last_ckpt = time.monotonic()
     done_since_report = 0
     loss_sum = 0.0
-    while not args.max_steps or step < args.max_steps:
+    while (not args.max_steps or step < args.max_steps) and not (
+        args.window_s and trained_before + time.monotonic() - started >= args.window_s
+    ):
         batch = [data[rng.randrange(len(data))] for _ in range(args.batch)]
         grad_w = [0.0] * dims
         grad_b = 0.0
@@ -127,11 +139,20 @@ def main(argv: list[str] | None = None) -> int:
             rate = done_since_report * args.batch / max(now - last_report, 1e-9)
             emit(step=step, samples_per_s=f"{rate:.1f}", loss=f"{loss_sum / done_since_report:.6f}")
             last_report, done_since_report, loss_sum = now, 0, 0.0
+        trained = trained_before + now - started
         if now - last_ckpt >= args.checkpoint_every_s or step == args.max_steps:
-            save(args.checkpoint_dir, {"step": step, "weights": weights, "bias": bias, "seed": args.seed})
+            save(args.checkpoint_dir, _state(step, weights, bias, args.seed, trained))
             emit(event="checkpoint", step=step)
             last_ckpt = now
+    if args.window_s:
+        save(args.checkpoint_dir, _state(step, weights, bias, args.seed, trained_before + time.monotonic() - started))
+        emit(event="checkpoint", step=step)
+        emit(event="done", step=step)
     return 0
+
+
+def _state(step: int, weights: list[float], bias: float, seed: int, trained_s: float) -> dict:
+    return {"step": step, "weights": weights, "bias": bias, "seed": seed, "trained_s": round(trained_s, 3)}
 
 
 if __name__ == "__main__":

@@ -332,17 +332,6 @@ def _check_workload(brief: dict, out: list[dict]) -> None:
     if not workload:
         return
     base = "acceptance.workload"
-    plane = (brief.get("cluster") or {}).get("control_plane")
-    if plane and plane != "slurm":
-        out.append(
-            violation(
-                "ACC_WORKLOAD_NOT_SLURM",
-                base,
-                f"expected control_plane slurm for the workload acceptance (sbatch, scancel), found {plane}: "
-                "it is skipped on this cluster",
-                severity=WARNING,
-            )
-        )
     pools = [p for p in brief.get("pools") or [] if p]
     names = [p.get("name") for p in pools if p.get("name")]
     partition = workload.get("partition")
@@ -352,9 +341,22 @@ def _check_workload(brief: dict, out: list[dict]) -> None:
             violation(
                 "ACC_WORKLOAD_PARTITION_UNKNOWN",
                 f"{base}.partition",
-                f"expected a partition the Slurm roles create (one per pool: {', '.join(names) or 'none'}), "
-                f"found {show(partition)}",
+                f"expected a pool's name (Slurm has one partition per pool; on Kubernetes the Job's pool: "
+                f"{', '.join(names) or 'none'}), found {show(partition)}",
                 severity=WARNING,
+            )
+        )
+    plane = (brief.get("cluster") or {}).get("control_plane")
+    tenants = [t for t in brief.get("tenants") or [] if isinstance(t, Mapping) and t.get("name")]
+    pool_name = pool.get("name") if pool is not None else None
+    if plane == "kubernetes" and pool_name and not any(not t.get("pools") or pool_name in t["pools"] for t in tenants):
+        out.append(
+            violation(
+                "ACC_WORKLOAD_NO_TENANT",
+                f"{base}.partition",
+                f"expected a tenant whose pools include {pool_name} (on Kubernetes the workload's Job is queued "
+                f"through that tenant's Kueue LocalQueue), found "
+                + (", ".join(f"{t['name']} ({', '.join(t.get('pools') or [])})" for t in tenants) or "no tenants"),
             )
         )
     gpus = workload.get("gpus")

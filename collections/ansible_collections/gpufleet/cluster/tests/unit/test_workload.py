@@ -281,8 +281,25 @@ CASES = [
         "ACC_WORKLOAD_CHECKPOINT_ON_JOB_SCRATCH",
         "error",
     ),
-    ("kubernetes", "cluster.control_plane", "kubernetes", "ACC_WORKLOAD_NOT_SLURM", "warning"),
 ]
+
+
+def test_on_kubernetes_the_workload_needs_a_tenant_of_its_pool():
+    brief, groups, hostvars = good()
+    brief["cluster"]["control_plane"] = "kubernetes"
+    pool = brief["acceptance"]["workload"].get("partition") or _pool_name()
+    brief["tenants"] = [{"name": "a", "gpus": 1, "pools": ["elsewhere"]}]
+    found = [v for v in check(brief, groups, hostvars) if v["code"] == "ACC_WORKLOAD_NO_TENANT"]
+    assert [(v["field"], v["severity"]) for v in found] == [("acceptance.workload.partition", "error")]
+    assert (
+        f"expected a tenant whose pools include {pool}" in found[0]["message"]
+        and "a (elsewhere)" in found[0]["message"]
+    )
+    brief["tenants"] = [{"name": "a", "gpus": 1}]  # no pools: every pool
+    assert [v for v in check(brief, groups, hostvars) if v["code"].startswith("ACC_WORKLOAD_N")] == []
+    brief["cluster"]["control_plane"] = "slurm"
+    brief["tenants"] = [{"name": "a", "gpus": 1, "pools": ["elsewhere"]}]
+    assert [v for v in check(brief, groups, hostvars) if v["code"] == "ACC_WORKLOAD_NO_TENANT"] == []
 
 
 @pytest.mark.parametrize(("path", "value", "code", "severity"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
