@@ -302,7 +302,7 @@ done
 # kubernetes/mpi-operator/v<version>/deploy/v2beta1/mpi-operator.yaml (raw.githubusercontent.com's layout)
 # Programs: stack/k8s (stand-ins answering through an API server stand-in on the control plane).
 k8s_versions=(1.33.4 1.33.5)           # 1.33.4 = the gpu_stack scenario's pin
-helm_version=3.18.4 kueue_version=v0.13.4 calico_version=v3.30.3 mpi_operator_version=v0.8.0
+helm_version=3.18.4 kueue_version=v0.14.8 calico_version=v3.30.3 mpi_operator_version=v0.8.0
 k8s_minor=${k8s_versions[0]%.*} k8s=$out/kubernetes/v$k8s_minor/deb
 rm -rf "$out/kubernetes" && mkdir -p "$k8s" "$out/kubernetes/helm" "$out/kubernetes/kueue/$kueue_version" \
   "$out/kubernetes/calico/$calico_version/manifests" "$out/kubernetes/mpi-operator/$mpi_operator_version/deploy/v2beta1"

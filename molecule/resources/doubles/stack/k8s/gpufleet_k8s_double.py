@@ -138,6 +138,7 @@ CLUSTER_SCOPED = {
     "StorageClass",
     "Cohort",
     "WorkloadPriorityClass",
+    "Topology",
 }
 
 

@@ -21,13 +21,17 @@ description:
   - C(k8s_cni) gives Calico's operator.tigera.io/v1 Installation with the brief's pod CIDR.
   - C(k8s_gpu_operator_values) the GPU Operator chart's values; C(k8s_device_plugin_config) its time-slicing
     ConfigMap (none when no pool time-slices).
-  - C(k8s_kueue) the ResourceFlavors, ClusterQueues and LocalQueues; C(k8s_tenancy) each tenant's Namespace,
-    ResourceQuota, LimitRange, RoleBinding and NetworkPolicies; C(k8s_tenant_quotas) the quota arithmetic.
+  - C(k8s_kueue) the Topology, ResourceFlavors, WorkloadPriorityClasses, ClusterQueues and LocalQueues;
+    C(k8s_tenancy) each tenant's PriorityClass, Namespace, ResourceQuota, LimitRange, RoleBinding and
+    NetworkPolicies; C(k8s_tenant_quotas) the quota arithmetic.
+  - C(k8s_topology_labels) a node's gpufleet.io/leaf and gpufleet.io/rack labels from its C(rack) (the input)
+    and C(leaf_switch) inventory variables.
   - C(k8s_mpijob) the all-node NCCL acceptance run of one pool as a kubeflow.org/v2beta1 MPIJob.
   - C(k8s_minor) C(1.33.4) to C(1.33).
 options:
   _input:
-    description: The brief (C(gpufleet_brief)), except for C(k8s_taint_text) (a taint) and C(k8s_minor) (a version).
+    description: The brief (C(gpufleet_brief)), except for C(k8s_taint_text) (a taint), C(k8s_minor) (a version)
+      and C(k8s_topology_labels) (the node's rack).
     type: raw
     required: true
 """
@@ -52,7 +56,8 @@ RETURN = r"""
 _value:
   description:
     - C(k8s_pool_nodes) a dict pool name to host count; C(k8s_node_spec) a dict C({labels, taints, tolerations});
-      C(k8s_taint_text) and C(k8s_minor) strings; C(k8s_kubeadm_init), C(k8s_cni), C(k8s_kueue), C(k8s_tenancy)
+      C(k8s_taint_text) and C(k8s_minor) strings; C(k8s_topology_labels) a dict of labels; C(k8s_kubeadm_init),
+      C(k8s_cni), C(k8s_kueue), C(k8s_tenancy)
       lists of Kubernetes objects (dicts); C(k8s_kubeadm_join), C(k8s_gpu_operator_values), C(k8s_mpijob) dicts;
       C(k8s_device_plugin_config) a ConfigMap dict or None; C(k8s_tenant_quotas) a dict tenant to pool to
       C({gpus, resource, shares, cpu, memory_gib}).
@@ -93,5 +98,6 @@ class FilterModule:
             "k8s_kueue": _wrap(core.kueue_objects),
             "k8s_tenancy": _wrap(core.tenancy_objects),
             "k8s_tenant_quotas": _wrap(core.tenant_quotas),
+            "k8s_topology_labels": _wrap(core.topology_labels),
             "k8s_mpijob": _wrap(core.mpijob),
         }

@@ -723,6 +723,9 @@ ACCEPTANCE = Map(
     }
 )
 
+# A tenant's priority without one (Kubernetes: its PriorityClass / Kueue WorkloadPriorityClass value).
+TENANT_PRIORITY_DEFAULT = 100
+
 TENANT = Map(
     fields={
         "name": Field(_NAME, True, doc="tenant (team) name"),
@@ -730,6 +733,13 @@ TENANT = Map(
         "pools": Field(List(item=Str(), max_items=MAX_POOLS), doc="pools the quota applies to (default: all)"),
         "group": Field(
             Str(), doc="Kubernetes group bound to the edit role in the tenant's namespace (default: the name)"
+        ),
+        "priority": Field(
+            # user-defined PriorityClass values are at most 1,000,000,000 (higher are the system's)
+            Int(minimum=0, maximum=1_000_000_000),
+            default=TENANT_PRIORITY_DEFAULT,
+            doc="Kubernetes: the tenant's PriorityClass / Kueue WorkloadPriorityClass value; higher preempts "
+            "lower in its queue and the cohort",
         ),
     }
 )

@@ -36,6 +36,21 @@ DEVICE_PLUGIN_CONFIGMAP = "gpufleet-device-plugin"
 DEVICE_PLUGIN_DEFAULT = "default"
 DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+KUEUE_API = "kueue.x-k8s.io/v1beta1"
+# Topology-aware scheduling (Kueue's Topology, kueue.x-k8s.io/v1beta1 from Kueue v0.14, beta and on
+# by default there): levels from the broadest to the node. A leaf switch serves one or more racks;
+# kubernetes.io/hostname is the lowest level, as Kueue requires for node taints to be respected.
+TOPOLOGY_NAME = "gpufleet"
+LEAF_LABEL = "gpufleet.io/leaf"
+RACK_LABEL = "gpufleet.io/rack"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+TOPOLOGY_LEVELS = (LEAF_LABEL, RACK_LABEL, HOSTNAME_LABEL)
+# A node without a rack in the inventory (the leaf is leaf-<rack>, as in Slurm's topology.conf).
+UNPLACED = "unplaced"
+# Each tenant's PriorityClass and Kueue WorkloadPriorityClass, gpufleet-<tenant>; its value is the
+# tenant's priority (the brief's default, brief_schema.TENANT_PRIORITY_DEFAULT, when not given).
+PRIORITY_CLASS_PREFIX = "gpufleet-"
+_LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # Calico's IPAM block: every node takes at least one /26 of the pod network.
 CALICO_BLOCK_SIZE_V4 = 26
 _TAINT_RE = re.compile(r"^(?P<key>[^=:\s]+)(=(?P<value>[^=:\s]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)$")
@@ -169,6 +184,44 @@ def node_spec(brief: Any, pool_name: str) -> dict:
     """``{labels, taints, tolerations}`` of a pool's nodes."""
     taints = node_taints(brief, pool_name)
     return {"labels": node_labels(brief, pool_name), "taints": taints, "tolerations": tolerations(taints)}
+
+
+def topology_labels(rack: Any = None, leaf_switch: Any = None) -> dict[str, str]:
+    """``gpufleet.io/leaf`` and ``gpufleet.io/rack`` of a node from its inventory variables ``rack``
+    and ``leaf_switch``: the leaf is its leaf switch, else ``leaf-<rack>`` (Slurm's topology.conf
+    rule); a node with neither is in rack ``unplaced`` under ``leaf-unplaced``, so every node
+    carries both levels (Kueue's topology-aware scheduling only counts nodes that have them)."""
+    rack_v = "" if rack is None else str(rack).strip()
+    leaf_v = "" if leaf_switch is None else str(leaf_switch).strip()
+    rack_v = rack_v or UNPLACED
+    leaf_v = leaf_v or f"leaf-{rack_v}"
+    bad = [
+        f"{var} {value!r}"
+        for var, value in (("rack", rack_v), ("leaf_switch", leaf_v))
+        if len(value) > 63 or not _LABEL_VALUE_RE.match(value)
+    ]
+    if bad:
+        raise ValueError(
+            "expected label values (at most 63 letters, digits, '-', '_' or '.', starting and ending with a "
+            f"letter or digit), found {', '.join(bad)}"
+        )
+    return {LEAF_LABEL: leaf_v, RACK_LABEL: rack_v}
+
+
+def kueue_topology() -> dict:
+    """Kueue's Topology of the cluster: leaf switch, rack, node."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Topology",
+        "metadata": {"name": TOPOLOGY_NAME},
+        "spec": {"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]},
+    }
+
+
+def tenant_priority(tenant: dict) -> int:
+    """The tenant's priority: its ``priority``, else the brief's default."""
+    value = tenant.get("priority")
+    return brief_schema.TENANT_PRIORITY_DEFAULT if value is None else int(value)
 
 
 def taint_text(taint: dict) -> str:
@@ -466,24 +519,49 @@ def tenant_quotas(
 
 
 def kueue_objects(
-    brief: Any, nodes: dict[str, int] | None = None, cpu_per_gpu: int = 16, memory_gib_per_gpu: int = 128
+    brief: Any,
+    nodes: dict[str, int] | None = None,
+    cpu_per_gpu: int = 16,
+    memory_gib_per_gpu: int = 128,
+    topology: bool = True,
 ) -> list[dict]:
-    """ResourceFlavors (one per pool: its node label and tolerations of its taints), a ClusterQueue
-    per tenant in one cohort (the cluster's name; borrowing unlimited inside it) with the tenant's
-    quota per flavor, and a LocalQueue ``default`` in each tenant's namespace."""
+    """With ``topology``, the Topology (leaf switch, rack, node); ResourceFlavors (one per pool: its
+    node label, tolerations of its taints and, with ``topology``, the Topology's name, so that
+    Kueue places a job's pods by leaf and rack); a WorkloadPriorityClass per tenant
+    (``gpufleet-<tenant>``, the tenant's priority); a ClusterQueue per tenant in one cohort (the
+    cluster's name; borrowing unlimited inside it) with the tenant's quota per flavor and
+    preemption by priority (lower-priority workloads of the queue, any workload borrowing the
+    queue's quota elsewhere in the cohort, and lower-priority ones of the cohort while this queue
+    borrows); and a LocalQueue ``default`` in each tenant's namespace."""
     clean = clean_brief(brief)
     cohort = clean["cluster"].get("name", "gpufleet")
-    objs: list[dict] = []
+    objs: list[dict] = [kueue_topology()] if topology else []
     for pool in clean["pools"]:
+        spec = {
+            "nodeLabels": {f"{LABEL_PREFIX}pool": pool["name"]},
+            "tolerations": tolerations(node_taints(clean, pool["name"])),
+        }
+        if topology:
+            spec["topologyName"] = TOPOLOGY_NAME
         objs.append(
             {
-                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "apiVersion": KUEUE_API,
                 "kind": "ResourceFlavor",
                 "metadata": {"name": pool["name"], "labels": {f"{LABEL_PREFIX}pool": pool["name"]}},
-                "spec": {
-                    "nodeLabels": {f"{LABEL_PREFIX}pool": pool["name"]},
-                    "tolerations": tolerations(node_taints(clean, pool["name"])),
+                "spec": spec,
+            }
+        )
+    for tenant in clean["tenants"]:
+        objs.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {
+                    "name": f"{PRIORITY_CLASS_PREFIX}{tenant['name']}",
+                    "labels": {f"{LABEL_PREFIX}tenant": tenant["name"]},
                 },
+                "value": tenant_priority(tenant),
+                "description": f"Workloads of tenant {tenant['name']} (gpufleet, from the brief)",
             }
         )
     quotas = tenant_quotas(clean, nodes, cpu_per_gpu, memory_gib_per_gpu)
@@ -500,12 +578,16 @@ def kueue_objects(
             "cohort": cohort,
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": tenant_namespace(tenant)}},
             "queueingStrategy": "BestEffortFIFO",
-            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            "preemption": {
+                "withinClusterQueue": "LowerPriority",
+                "reclaimWithinCohort": "Any",
+                "borrowWithinCohort": {"policy": "LowerPriority"},
+            },
             "resourceGroups": [{"coveredResources": covered, "flavors": flavors}] if flavors else [],
         }
         objs.append(
             {
-                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "apiVersion": KUEUE_API,
                 "kind": "ClusterQueue",
                 "metadata": {"name": tenant["name"], "labels": {f"{LABEL_PREFIX}tenant": tenant["name"]}},
                 "spec": spec,
@@ -513,7 +595,7 @@ def kueue_objects(
         )
         objs.append(
             {
-                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "apiVersion": KUEUE_API,
                 "kind": "LocalQueue",
                 "metadata": {"name": "default", "namespace": tenant_namespace(tenant)},
                 "spec": {"clusterQueue": tenant["name"]},
@@ -531,10 +613,12 @@ def tenancy_objects(
     default_limit: dict | None = None,
     role: str = "edit",
 ) -> list[dict]:
-    """Per tenant: Namespace, ResourceQuota (GPU shares, CPU, memory requests), LimitRange
-    (container defaults, so every pod counts against the quota), a RoleBinding of the ClusterRole
-    ``role`` to the tenant's group, and NetworkPolicies: default deny, intra-namespace allowed,
-    DNS to kube-system allowed."""
+    """Per tenant: a PriorityClass ``gpufleet-<tenant>`` (the tenant's priority, for its pods'
+    ``priorityClassName``; Kueue reads it too when a job names no WorkloadPriorityClass),
+    Namespace, ResourceQuota (GPU shares, CPU, memory requests), LimitRange (container defaults,
+    so every pod counts against the quota), a RoleBinding of the ClusterRole ``role`` to the
+    tenant's group, and NetworkPolicies: default deny, intra-namespace allowed, DNS to
+    kube-system allowed."""
     clean = clean_brief(brief)
     quotas = tenant_quotas(clean, nodes, cpu_per_gpu, memory_gib_per_gpu)
     default_request = default_request or {"cpu": "100m", "memory": "256Mi"}
@@ -554,6 +638,15 @@ def tenancy_objects(
             hard[f"requests.{GPU_RESOURCE}"] = "0"
         meta = {"namespace": ns, "labels": labels}
         objs += [
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": f"{PRIORITY_CLASS_PREFIX}{name}", "labels": labels},
+                "value": tenant_priority(tenant),
+                "globalDefault": False,
+                "preemptionPolicy": "PreemptLowerPriority",
+                "description": f"Pods of tenant {name} (gpufleet, from the brief)",
+            },
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
             {
                 "apiVersion": "v1",
@@ -745,6 +838,7 @@ __all__ = [
     "kubeadm_init_config",
     "kubeadm_join_config",
     "kueue_objects",
+    "kueue_topology",
     "mig_instances",
     "mpijob",
     "node_labels",
@@ -754,5 +848,7 @@ __all__ = [
     "pool_resource",
     "shares_per_gpu",
     "tenancy_objects",
+    "tenant_priority",
     "tenant_quotas",
+    "topology_labels",
 ]

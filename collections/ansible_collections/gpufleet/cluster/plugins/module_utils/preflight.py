@@ -73,6 +73,9 @@ READ_HOST_VARS = (
     "storage_scratch_wipe",
     "acceptance_launcher",
     "acceptance_container_image",
+    # Where a node stands (Slurm's topology.conf, Kubernetes' gpufleet.io/rack and gpufleet.io/leaf labels).
+    "rack",
+    "leaf_switch",
     # The cuda role's own pin of the toolkit package: a site that sets it installs a CUDA release
     # the role's table does not know (see _check_cuda_package).
     "cuda_package_version",
@@ -1284,6 +1287,45 @@ def _check_kubernetes(ctx: Ctx) -> None:
                     f"kube-*, calico-*), found {name!r}",
                 )
             )
+    _check_k8s_topology_labels(ctx)
+
+
+# A Kubernetes label value: at most 63 characters, alphanumerics, '-', '_', '.', alphanumeric at both ends.
+K8S_LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def _k8s_label_value_ok(text: str) -> bool:
+    return len(text) <= 63 and bool(K8S_LABEL_VALUE_RE.match(text))
+
+
+def _check_k8s_topology_labels(ctx: Ctx) -> None:
+    """Each pool node's rack and leaf switch become its gpufleet.io/rack and gpufleet.io/leaf labels
+    (Kueue's topology; the leaf is leaf-<rack> without a leaf_switch): both must be label values.
+    A templated value is not resolved here and is not checked."""
+    for _i, _pool, _a, _t, hosts in ctx.pools:
+        for host in hosts:
+            hv = ctx.hostvars.get(host) or {}
+            raw = {var: hv.get(var) for var in ("rack", "leaf_switch")}
+            if any(isinstance(v, str) and not _literal(v) for v in raw.values()):
+                continue
+            rack, leaf = ("" if v is None else str(v).strip() for v in raw.values())
+            bad = []
+            if rack and not _k8s_label_value_ok(rack):
+                bad.append(("rack", "rack", repr(rack)))
+            if leaf and not _k8s_label_value_ok(leaf):
+                bad.append(("leaf_switch", "leaf", repr(leaf)))
+            elif not leaf and rack and _k8s_label_value_ok(rack) and not _k8s_label_value_ok(f"leaf-{rack}"):
+                bad.append(("rack", "leaf", f"{rack!r} (its leaf label 'leaf-{rack}', without a leaf_switch)"))
+            for var, label, found in bad:
+                ctx.out.append(
+                    violation(
+                        "K8S_TOPOLOGY_LABEL",
+                        var,
+                        f"expected a Kubernetes label value for the node's gpufleet.io/{label} label (at most 63 "
+                        f"letters, digits, '-', '_' or '.', a letter or digit at both ends), found {found}",
+                        host=host,
+                    )
+                )
 
 
 K8S_RESERVED_NAMESPACES = ("default", "gpu-operator", "kueue-system", "tigera-operator", "calico-system", "gpufleet")

@@ -5,12 +5,16 @@ They are written from the upstream CRDs / API types for the fields gpufleet rend
 required fields, types and enums are upstream's; every object level gpufleet writes is closed
 (``additionalProperties: false``) so a misspelt or misplaced field fails. They are not the
 full upstream schemas: fields gpufleet never writes are simply not listed.
-Sources: Kueue v1beta1 (config/components/crd/bases/kueue.x-k8s.io_*.yaml, v0.13), MPI
+Sources: Kueue v1beta1 (config/components/crd/bases/kueue.x-k8s.io_*.yaml and apis/kueue/v1beta1,
+v0.14.8: Topology's levels 1-16, node label pattern, hostname only last; WorkloadPriorityClass's
+value int32; ClusterQueue's preemption enums), MPI
 Operator v2beta1 (deploy/v2beta1/mpi-operator.yaml), Tigera operator v1 (Installation, APIServer),
 kubeadm.k8s.io/v1beta4 and kubelet.config.k8s.io/v1beta1 (Kubernetes 1.31+).
 """
 
 from __future__ import annotations
+
+import jsonschema
 
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
@@ -43,13 +47,21 @@ _TAINT = _closed(
 )
 
 
-def _object(api: str, kind: str, spec: dict | None, spec_required: bool = True, extra: dict | None = None) -> dict:
+def _object(
+    api: str,
+    kind: str,
+    spec: dict | None,
+    spec_required: bool = True,
+    extra: dict | None = None,
+    required: tuple = (),
+) -> dict:
     props = {"apiVersion": {"const": api}, "kind": {"const": kind}, "metadata": _META}
     if spec is not None:
         props["spec"] = spec
     props.update(extra or {})
     return _closed(
-        props, ("apiVersion", "kind", "metadata") + (("spec",) if spec is not None and spec_required else ())
+        props,
+        ("apiVersion", "kind", "metadata") + (("spec",) if spec is not None and spec_required else ()) + required,
     )
 
 
@@ -68,6 +80,24 @@ _FLAVOR_QUOTAS = _closed(
     },
     ("name", "resources"),
 )
+_INT32 = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
+# A qualified label key (optional DNS prefix, then the name), Kueue's TopologyLevel.nodeLabel pattern.
+_LABEL_KEY = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 316,
+    "pattern": (
+        r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+        r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+    ),
+}
+_TOPOLOGY_LEVELS = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": 16,
+    "uniqueItems": True,
+    "items": _closed({"nodeLabel": _LABEL_KEY}, ("nodeLabel",)),
+}
 _LABEL_SELECTOR = {
     "type": "object",
     "properties": {"matchLabels": _STRMAP, "matchExpressions": {"type": "array"}},
@@ -100,6 +130,9 @@ SCHEMAS = {
                     {
                         "reclaimWithinCohort": {"enum": ["Never", "LowerPriority", "Any"]},
                         "withinClusterQueue": {"enum": ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]},
+                        "borrowWithinCohort": _closed(
+                            {"policy": {"enum": ["Never", "LowerPriority"]}, "maxPriorityThreshold": _INT32}
+                        ),
                     }
                 ),
                 "resourceGroups": {
@@ -115,6 +148,16 @@ SCHEMAS = {
                 },
             }
         ),
+    ),
+    ("kueue.x-k8s.io/v1beta1", "Topology"): _object(
+        "kueue.x-k8s.io/v1beta1", "Topology", _closed({"levels": _TOPOLOGY_LEVELS}, ("levels",))
+    ),
+    ("kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass"): _object(
+        "kueue.x-k8s.io/v1beta1",
+        "WorkloadPriorityClass",
+        None,
+        extra={"value": _INT32, "description": _STR},
+        required=("value",),
     ),
     ("kueue.x-k8s.io/v1beta1", "LocalQueue"): _object(
         "kueue.x-k8s.io/v1beta1", "LocalQueue", _closed({"clusterQueue": _STR}, ("clusterQueue",))
@@ -263,3 +306,16 @@ KUBEADM = {
         ("apiVersion", "kind"),
     ),
 }
+
+
+def _hostname_lowest(obj: dict) -> None:
+    """Kueue's CEL rule on Topology.spec.levels: kubernetes.io/hostname only at the lowest level."""
+    labels = [level.get("nodeLabel") for level in (obj.get("spec") or {}).get("levels") or []]
+    if "kubernetes.io/hostname" in labels[:-1]:
+        raise jsonschema.ValidationError(
+            "the kubernetes.io/hostname label can only be used at the lowest level of topology"
+        )
+
+
+# Upstream's CEL validations (x-kubernetes-validations) JSON Schema cannot say, as functions.
+RULES = {("kueue.x-k8s.io/v1beta1", "Topology"): _hostname_lowest}

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter import k8s as k8s_filter
-from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s, preflight
-from k8s_schemas import KUBEADM, SCHEMAS
+from ansible_collections.gpufleet.cluster.plugins.module_utils import brief_schema, k8s, preflight
+from k8s_schemas import KUBEADM, RULES, SCHEMAS
 from preflight_helpers import DELETE, set_path, site
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 6))
@@ -60,6 +60,8 @@ def validate(obj: dict, version: str) -> None:
     key = (obj.get("apiVersion"), obj.get("kind"))
     if key in SCHEMAS:
         jsonschema.validate(obj, SCHEMAS[key])
+        if key in RULES:
+            RULES[key](obj)
     elif key in KUBEADM:
         jsonschema.validate(obj, KUBEADM[key])
     else:
@@ -103,6 +105,9 @@ def test_every_rendered_object_is_valid_for_the_pinned_version(name):
         "ResourceFlavor",
         "ClusterQueue",
         "LocalQueue",
+        "Topology",
+        "WorkloadPriorityClass",
+        "PriorityClass",
         "Installation",
         "MPIJob",
         "InitConfiguration",
@@ -137,6 +142,20 @@ def test_gpu_operator_config_map_is_valid_and_device_plugin_config_parses():
         ("ClusterQueue", "spec.cohortName", "x"),
         ("LocalQueue", "spec.clusterQueue", DELETE),
         ("ResourceFlavor", "spec.tolerations.0.operator", "Maybe"),
+        ("ResourceFlavor", "spec.topology", "gpufleet"),
+        ("ClusterQueue", "spec.preemption.borrowWithinCohort.policy", "Any"),
+        ("ClusterQueue", "spec.preemption.borrowWithinCohort.maxPriorityThreshold", 2**31),
+        ("Topology", "spec.levels", []),
+        ("Topology", "spec.levels.0.nodeLabel", "gpufleet.io/leaf switch"),
+        ("Topology", "spec.levels", [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "gpufleet.io/rack"}]),
+        ("Topology", "spec.levels.1", {"nodeLabel": "gpufleet.io/leaf"}),
+        ("Topology", "spec.levels.0.label", "x"),
+        ("WorkloadPriorityClass", "value", DELETE),
+        ("WorkloadPriorityClass", "value", "high"),
+        ("WorkloadPriorityClass", "spec.value", 1),
+        ("PriorityClass", "value", "100"),
+        ("PriorityClass", "preemptionPolicy", 1),
+        ("PriorityClass", "priority", 100),
         ("Installation", "spec.calicoNetwork.ipPools.0.encapsulation", "GRE"),
         ("MPIJob", "spec.mpiReplicaSpecs.Launcher", DELETE),
         ("MPIJob", "spec.slotsPerWorker", "8"),
@@ -422,6 +441,77 @@ def test_kueue_objects():
     assert cqs["serving"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "serving"}}
     lqs = [(o["metadata"]["namespace"], o["spec"]["clusterQueue"]) for o in objs if o["kind"] == "LocalQueue"]
     assert lqs == [("research", "research"), ("serving", "serving")]
+
+
+def test_kueue_priorities_preemption_and_topology():
+    """A WorkloadPriorityClass per tenant (its priority, else the brief's default), preemption by
+    priority inside the queue and the cohort, and the flavors on the leaf / rack / node Topology."""
+    brief, nodes = h200()
+    brief["tenants"][0]["priority"] = 1000
+    objs = k8s.kueue_objects(brief, nodes)
+    assert objs[0] == {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Topology",
+        "metadata": {"name": "gpufleet"},
+        "spec": {
+            "levels": [
+                {"nodeLabel": "gpufleet.io/leaf"},
+                {"nodeLabel": "gpufleet.io/rack"},
+                {"nodeLabel": "kubernetes.io/hostname"},
+            ]
+        },
+    }
+    flavors = [o for o in objs if o["kind"] == "ResourceFlavor"]
+    assert [f["spec"]["topologyName"] for f in flavors] == ["gpufleet", "gpufleet"]
+    wpcs = {o["metadata"]["name"]: o["value"] for o in objs if o["kind"] == "WorkloadPriorityClass"}
+    assert wpcs == {"gpufleet-research": 1000, "gpufleet-serving": brief_schema.TENANT_PRIORITY_DEFAULT}
+    for cq in (o for o in objs if o["kind"] == "ClusterQueue"):
+        assert cq["spec"]["preemption"] == {
+            "withinClusterQueue": "LowerPriority",
+            "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "LowerPriority"},
+        }
+    # Kueue creates a Topology's objects before the flavors that name it: it comes first.
+    kinds = [o["kind"] for o in objs]
+    assert kinds.index("Topology") < kinds.index("ResourceFlavor")
+    plain = k8s.kueue_objects(brief, nodes, topology=False)
+    assert "Topology" not in [o["kind"] for o in plain]
+    assert all("topologyName" not in o["spec"] for o in plain if o["kind"] == "ResourceFlavor")
+
+
+def test_tenant_priority_classes():
+    brief, nodes = stack()
+    brief["tenants"][1]["priority"] = 0
+    objs = k8s.tenancy_objects(brief, nodes)
+    pcs = {o["metadata"]["name"]: o for o in objs if o["kind"] == "PriorityClass"}
+    assert {n: pc["value"] for n, pc in pcs.items()} == {"gpufleet-research": 1000, "gpufleet-serving": 0}
+    assert all(pc["globalDefault"] is False and pc["preemptionPolicy"] == "PreemptLowerPriority" for pc in pcs.values())
+
+
+@pytest.mark.parametrize(
+    ("rack", "leaf", "expected"),
+    [
+        ("b01", None, {"gpufleet.io/leaf": "leaf-b01", "gpufleet.io/rack": "b01"}),
+        ("b01", "sw-a.1", {"gpufleet.io/leaf": "sw-a.1", "gpufleet.io/rack": "b01"}),
+        (None, "sw-a", {"gpufleet.io/leaf": "sw-a", "gpufleet.io/rack": "unplaced"}),
+        ("", "", {"gpufleet.io/leaf": "leaf-unplaced", "gpufleet.io/rack": "unplaced"}),
+        (7, None, {"gpufleet.io/leaf": "leaf-7", "gpufleet.io/rack": "7"}),
+    ],
+)
+def test_topology_labels_from_the_inventory(rack, leaf, expected):
+    labels = k8s.topology_labels(rack, leaf)
+    assert labels == expected
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": labels}}
+    validate(node, "1.33.4")
+
+
+def test_topology_labels_refuse_what_is_no_label_value():
+    with pytest.raises(ValueError, match=r"found rack 'row 3', leaf_switch 'leaf-row 3'"):
+        k8s.topology_labels("row 3")
+    with pytest.raises(ValueError, match="leaf_switch '-sw'"):
+        k8s.topology_labels("b01", "-sw")
+    with pytest.raises(AnsibleFilterError, match="topology_labels: expected label values"):
+        k8s_filter.FilterModule().filters()["k8s_topology_labels"]("b01", "x" * 64)
 
 
 def test_kueue_mixed_mig_resources_share_one_resource_group():

@@ -727,6 +727,24 @@ FAILING = [
         "cp01",
         "acceptance_container_image",
     ),
+    # Kubernetes topology labels from the inventory's rack / leaf_switch
+    ("rack not a label value", "k8s", host_set("h200-001", "rack", "row 3"), "K8S_TOPOLOGY_LABEL", "h200-001", "rack"),
+    (
+        "leaf switch not a label value",
+        "k8s",
+        host_set("l40s-001", "leaf_switch", "-spine"),
+        "K8S_TOPOLOGY_LABEL",
+        "l40s-001",
+        "leaf_switch",
+    ),
+    (
+        "rack too long for its leaf label",
+        "k8s",
+        host_set("h200-001", "rack", "r" * 60),
+        "K8S_TOPOLOGY_LABEL",
+        "h200-001",
+        "rack",
+    ),
     # tenants
     ("quota above GPUs", "slurm", brief_set(("tenants.0.gpus", 49)), "TENANT_QUOTA_EXCEEDS", None, "tenants"),
     ("tenant twice", "slurm", brief_set(("tenants.1.name", "research")), "TENANT_DUPLICATE", None, "tenants[1].name"),
@@ -771,6 +789,13 @@ PASSING = [
     ),
     ("mpirun on slurm", "slurm", host_set("ctl01", "acceptance_launcher", "mpirun")),
     ("mpirun on kubernetes", "k8s", host_set("cp01", "acceptance_launcher", "mpirun")),
+    (
+        "a leaf switch beside a long rack",
+        "k8s",
+        both(host_set("h200-001", "rack", "r" * 60), host_set("h200-001", "leaf_switch", "sw1")),
+    ),
+    ("a templated rack", "k8s", host_set("h200-001", "rack", "{{ rack_of[inventory_hostname] }}")),
+    ("a rack on slurm is not a label", "slurm", host_set("gpu001", "rack", "row 3")),
     (
         "mpirun on kubernetes needs no image",
         "k8s",
