@@ -28,6 +28,8 @@ description:
     and C(leaf_switch) inventory variables.
   - C(k8s_mpijob) the all-node NCCL acceptance run of one pool as a kubeflow.org/v2beta1 MPIJob.
   - C(k8s_minor) C(1.33.4) to C(1.33).
+  - C(k8s_etcd_unhealthy) the members C(etcdctl endpoint health --cluster -w json) (the input) does not report
+    healthy, one string per member naming its endpoint and error; one when the output is not a member list.
 options:
   _input:
     description: The brief (C(gpufleet_brief)), except for C(k8s_taint_text) (a taint), C(k8s_minor) (a version)
@@ -99,5 +101,6 @@ class FilterModule:
             "k8s_tenancy": _wrap(core.tenancy_objects),
             "k8s_tenant_quotas": _wrap(core.tenant_quotas),
             "k8s_topology_labels": _wrap(core.topology_labels),
+            "k8s_etcd_unhealthy": _wrap(core.etcd_unhealthy),
             "k8s_mpijob": _wrap(core.mpijob),
         }

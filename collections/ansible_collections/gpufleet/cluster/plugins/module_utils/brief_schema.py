@@ -393,6 +393,12 @@ K8S_NET = Map(
         "pod_cidr": Field(_CIDR, True, doc="pod network (CNI)"),
         "service_cidr": Field(_CIDR, True, doc="service network"),
         "cni": Field(Str(choices=CNIS), default="calico", doc="pod network plugin (Calico, through its operator)"),
+        "api_vip": Field(
+            _IP,
+            doc="the API server's stable address with several control-plane nodes: a virtual IP in "
+            "networks.management that no host uses, served by the site's load balancer (port 6443 of every "
+            "control-plane node); required with more than one",
+        ),
     }
 )
 

@@ -16,6 +16,7 @@ never logged by these functions.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -294,6 +295,22 @@ def kubeadm_init_config(
         "cgroupDriver": cgroup_driver,
     }
     return [init, cluster, kubelet]
+
+
+def etcd_unhealthy(text: str) -> list[str]:
+    """The members ``etcdctl endpoint health --cluster -w json`` does not report healthy, as
+    ``<endpoint>: <error>``; every member when the output is no such list (nothing to trust)."""
+    try:
+        members = json.loads(text)
+    except (TypeError, ValueError):
+        return [f"etcdctl printed no member list: {str(text)[:200]!r}"]
+    if not isinstance(members, list) or not members:
+        return [f"etcdctl printed no member list: {str(text)[:200]!r}"]
+    return [
+        f"{m.get('endpoint', '?')}: {m.get('error') or 'unhealthy'}"
+        for m in members
+        if not (isinstance(m, dict) and m.get("health") is True)
+    ]
 
 
 def kubeadm_join_config(
@@ -832,6 +849,7 @@ __all__ = [
     "calico_installation",
     "cluster_manifests",
     "device_plugin_config",
+    "etcd_unhealthy",
     "gpu_operator_values",
     "k8s_minor",
     "k8s_version",

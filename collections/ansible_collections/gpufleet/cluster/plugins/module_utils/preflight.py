@@ -1288,6 +1288,57 @@ def _check_kubernetes(ctx: Ctx) -> None:
                 )
             )
     _check_k8s_topology_labels(ctx)
+    _check_k8s_api_vip(ctx)
+
+
+def _check_k8s_api_vip(ctx: Ctx) -> None:
+    """With several control-plane nodes every node and kubeconfig reaches the API server at one
+    stable address, networks.kubernetes.api_vip: a virtual IP in the management network that no
+    host uses (the site's load balancer forwards it to port 6443 of each control-plane node)."""
+    net = ctx.brief["networks"].get("kubernetes") or {}
+    vip = net.get("api_vip") if isinstance(net, Mapping) else None
+    field = "networks.kubernetes.api_vip"
+    n = len(ctx.controllers or [])
+    if vip is None:
+        if n > 1:
+            ctx.out.append(
+                violation(
+                    "K8S_API_VIP_MISSING",
+                    field,
+                    f"expected a virtual IP in networks.management for the API server of the {n} control-plane "
+                    "nodes (kubeadm's controlPlaneEndpoint; one node's address stops the cluster with that node), "
+                    "found none",
+                )
+            )
+        return
+    addr = parse_ip(vip)
+    if addr is None:
+        ctx.out.append(violation("K8S_API_VIP_INVALID", field, f"expected an IP address, found {show(vip)}"))
+        return
+    mgmt = ctx.nets.get("management")
+    if mgmt is not None and (not mgmt.contains(addr) or mgmt.reserved(addr)):
+        ctx.out.append(
+            violation(
+                "K8S_API_VIP_OUTSIDE",
+                field,
+                f"expected a host address in networks.management {mgmt.text}, found {vip}",
+            )
+        )
+    gateway = parse_ip((ctx.brief["networks"].get("management") or {}).get("gateway"))
+    users = [
+        f"{host} ({key})"
+        for host in sorted(ctx.hostvars)
+        for key in ("ansible_host", "bmc_ip", "storage_ip")
+        if parse_ip((ctx.hostvars.get(host) or {}).get(key)) == addr
+    ] + (["networks.management.gateway"] if gateway == addr else [])
+    if users:
+        ctx.out.append(
+            violation(
+                "K8S_API_VIP_IN_USE",
+                field,
+                f"expected an address no host uses (the load balancer's own), found {vip} used by {', '.join(users)}",
+            )
+        )
 
 
 # A Kubernetes label value: at most 63 characters, alphanumerics, '-', '_', '.', alphanumeric at both ends.

@@ -727,6 +727,55 @@ FAILING = [
         "cp01",
         "acceptance_container_image",
     ),
+    # the API server's stable address with 3 control-plane nodes
+    (
+        "3 control-plane nodes without a VIP",
+        "k8s",
+        brief_set(("networks.kubernetes.api_vip", DELETE)),
+        "K8S_API_VIP_MISSING",
+        None,
+        "networks.kubernetes.api_vip",
+    ),
+    (
+        "VIP not an address",
+        "k8s",
+        brief_set(("networks.kubernetes.api_vip", "api.example")),
+        "K8S_API_VIP_INVALID",
+        None,
+        "networks.kubernetes.api_vip",
+    ),
+    (
+        "VIP outside the management network",
+        "k8s",
+        brief_set(("networks.kubernetes.api_vip", "10.40.4.10")),
+        "K8S_API_VIP_OUTSIDE",
+        None,
+        "networks.kubernetes.api_vip",
+    ),
+    (
+        "VIP the management network's broadcast",
+        "k8s",
+        brief_set(("networks.kubernetes.api_vip", "10.40.3.255")),
+        "K8S_API_VIP_OUTSIDE",
+        None,
+        "networks.kubernetes.api_vip",
+    ),
+    (
+        "VIP a control-plane node's own address",
+        "k8s",
+        brief_set(("networks.kubernetes.api_vip", "10.40.0.11")),
+        "K8S_API_VIP_IN_USE",
+        None,
+        "networks.kubernetes.api_vip",
+    ),
+    (
+        "VIP the gateway",
+        "k8s",
+        brief_set(("networks.kubernetes.api_vip", "10.40.0.1")),
+        "K8S_API_VIP_IN_USE",
+        None,
+        "networks.kubernetes.api_vip",
+    ),
     # Kubernetes topology labels from the inventory's rack / leaf_switch
     ("rack not a label value", "k8s", host_set("h200-001", "rack", "row 3"), "K8S_TOPOLOGY_LABEL", "h200-001", "rack"),
     (
@@ -789,6 +838,14 @@ PASSING = [
     ),
     ("mpirun on slurm", "slurm", host_set("ctl01", "acceptance_launcher", "mpirun")),
     ("mpirun on kubernetes", "k8s", host_set("cp01", "acceptance_launcher", "mpirun")),
+    (
+        "one control-plane node needs no VIP",
+        "k8s",
+        both(
+            brief_set(("networks.kubernetes.api_vip", DELETE)),
+            lambda brief, groups, hostvars: groups.update(k8s_control_plane=["cp01"]),
+        ),
+    ),
     (
         "a leaf switch beside a long rack",
         "k8s",

@@ -1,0 +1,155 @@
+"""The Kubernetes doubles' etcd (molecule/resources/doubles/stack/k8s): the API server stand-in
+answers etcdctl's `endpoint health --cluster` for the stacked-etcd members (the control-plane
+nodes) and refuses a control-plane join while a member is down, as kubeadm's check-etcd phase does;
+kubectl's `exec etcd-<node> -- etcdctl ...` prints what etcdctl prints; the role's parser
+(k8s.etcd_unhealthy) reads it back."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S_DOUBLES = ROOT / "molecule/resources/doubles/stack/k8s"
+
+
+def load(name):
+    sys.path.insert(0, str(K8S_DOUBLES))
+    loader = importlib.machinery.SourceFileLoader(f"gpufleet_{name.replace('-', '_')}_double", str(K8S_DOUBLES / name))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def apiserver(tmp_path, monkeypatch):
+    api = load("kube-apiserver")
+    monkeypatch.setattr(api, "ETCD_UNHEALTHY", str(tmp_path / "etcd-unhealthy"))
+    state = {
+        "objects": {},
+        "tokens": {"abcdef.0123456789abcdef": 9e12},
+        "certificate_key": "k" * 64,
+        "certs_expire": 9e12,
+        "ca_hash": "sha256:aa",
+        "rv": 0,
+    }
+    cp = {"node-role.kubernetes.io/control-plane": ""}
+    api.put(state, api.node("cp01", "10.0.0.11", [], cp))
+    api.put(state, api.node("cp02", "10.0.0.12", [], cp))
+    api.put(state, api.node("gpu01", "10.0.0.101", [], {}))
+    return api, state, tmp_path / "etcd-unhealthy"
+
+
+def join(api, state, **kw):
+    req = {
+        "token": "abcdef.0123456789abcdef",
+        "ca_hash": "sha256:aa",
+        "node": "cp03",
+        "address": "10.0.0.13",
+        "taints": [],
+        "control_plane": True,
+        "certificate_key": "k" * 64,
+        **kw,
+    }
+    return api.Handler.bootstrap(None, state, "/bootstrap/join", req)
+
+
+def test_members_are_the_control_plane_nodes_in_etcdctl_fields(apiserver):
+    api, state, _down = apiserver
+    members = api.etcd_health(state)
+    assert [m["endpoint"] for m in members] == ["https://10.0.0.11:2379", "https://10.0.0.12:2379"]
+    assert all(m["health"] is True and set(m) == {"endpoint", "health", "took"} for m in members)
+    assert k8s.etcd_unhealthy(json.dumps(members)) == []
+
+
+def test_a_control_plane_join_is_refused_while_a_member_is_down(apiserver):
+    api, state, down = apiserver
+    down.write_text("cp02\n")
+    members = api.etcd_health(state)
+    assert [m["health"] for m in members] == [True, False]
+    assert k8s.etcd_unhealthy(json.dumps(members)) == ["https://10.0.0.12:2379: context deadline exceeded"]
+    code, body = join(api, state)
+    assert code == 500
+    assert body["message"].startswith("error execution phase check-etcd: etcd cluster is not healthy")
+    assert "https://10.0.0.12:2379" in body["message"]
+    assert "Node//cp03" not in state["objects"]
+    # a worker joins whatever etcd says (it adds no member)
+    assert join(api, state, node="gpu02", control_plane=False)[0] == 200
+
+
+def test_a_healthy_cluster_takes_the_join_with_the_uploaded_key_only(apiserver):
+    api, state, _down = apiserver
+    assert join(api, state, certificate_key="0" * 64)[0] == 403
+    code, _ = join(api, state)
+    assert code == 200
+    assert "node-role.kubernetes.io/control-plane" in state["objects"]["Node//cp03"]["metadata"]["labels"]
+    assert len(api.etcd_health(state)) == 3
+
+
+@pytest.mark.parametrize(
+    ("answer", "rc", "printed"),
+    [
+        ([{"endpoint": "https://10.0.0.11:2379", "health": True, "took": "1.7ms"}], 0, "json"),
+        (
+            [
+                {"endpoint": "https://10.0.0.11:2379", "health": True, "took": "1.7ms"},
+                {
+                    "endpoint": "https://10.0.0.12:2379",
+                    "health": False,
+                    "took": "5s",
+                    "error": "context deadline exceeded",
+                },
+            ],
+            1,
+            "json",
+        ),
+    ],
+)
+def test_kubectl_exec_etcdctl_prints_and_exits_as_etcdctl(monkeypatch, capsys, answer, rc, printed):
+    kubectl = load("kubectl")
+    monkeypatch.setattr(kubectl.d, "call", lambda _srv, _m, path, _b=None: (200, answer))
+    command = [
+        "etcdctl",
+        "--endpoints=https://127.0.0.1:2379",
+        "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+        "endpoint",
+        "health",
+        "--cluster",
+        "-w",
+        "json",
+    ]
+    assert kubectl.etcdctl("srv", "cp01", command) == rc
+    out, err = capsys.readouterr()
+    assert json.loads(out) == answer
+    assert ("Error: unhealthy cluster" in err) == bool(rc)
+    assert len(k8s.etcd_unhealthy(out)) == rc
+
+
+@pytest.mark.parametrize("text", ["", "Error: context deadline exceeded", "[]", "{}", "null"])
+def test_no_member_list_is_not_a_healthy_cluster(text):
+    (problem,) = k8s.etcd_unhealthy(text)
+    assert problem.startswith("etcdctl printed no member list")
+
+
+def test_kubeadm_uploads_the_certificates_with_the_key_given(monkeypatch, tmp_path, capsys):
+    """`kubeadm init phase upload-certs --upload-certs --certificate-key KEY`: the API server stand-in
+    gets that key (a join with another is refused); the log keeps a digest only."""
+    kubeadm = load("kubeadm")
+    sent = []
+    monkeypatch.setattr(kubeadm, "config", lambda argv, kinds: ("x.yaml", {"InitConfiguration": {}}))
+    monkeypatch.setattr(kubeadm.d, "server_of", lambda _cfg: "http://cp01:6443")
+    monkeypatch.setattr(kubeadm.d, "call", lambda _srv, _m, path, body=None: sent.append((path, body)) or (200, {}))
+    monkeypatch.setattr(kubeadm.d, "LOG_DIR", str(tmp_path))
+    key = "ab" * 32
+    kubeadm.init(["init", "phase", "upload-certs", "--upload-certs", "--certificate-key", key, "--config", "x.yaml"])
+    assert sent == [("/bootstrap/certs", {"certificate_key": key})]
+    logged = (tmp_path / "kubeadm.log").read_text()
+    assert key not in logged and '"action": "upload-certs"' in logged
+    capsys.readouterr()
