@@ -659,6 +659,10 @@ def render_storage_workload(report: dict) -> list[str]:
             out.append(f"Not run: {workload['skipped']}.")
             out.append("")
             return out
+        jobs = workload.get("jobs") or []
+        if workload.get("control_plane") == "kubernetes":
+            out += _k8s_workload(workload, spec, jobs)
+            return out
         out.append(
             f"`{spec.get('command')}` on partition {spec.get('partition') or '-'}"
             + (f", image `{spec['image']}`" if spec.get("image") else ", the host's stack")
@@ -667,7 +671,6 @@ def render_storage_workload(report: dict) -> list[str]:
             + "."
         )
         out.append("")
-        jobs = workload.get("jobs") or []
         out += _table(
             ["measure", "value", "floor / ceiling"],
             [
@@ -686,6 +689,39 @@ def render_storage_workload(report: dict) -> list[str]:
             ],
         )
         out.append("")
+    return out
+
+
+def _k8s_workload(workload: dict, spec: dict, jobs: list) -> list[str]:
+    """The Workload section of a Kubernetes brief: the Job through Kueue, its pod deleted, the new pod."""
+    job = workload.get("job") or {}
+    adm = workload.get("admission") or {}
+    out = [
+        f"`{spec.get('command')}` as Job {job.get('namespace')}/{job.get('name')} (queue {job.get('queue')}, "
+        f"ClusterQueue {adm.get('cluster_queue') or '-'}) on pool {spec.get('partition') or '-'}"
+        + (f", image `{spec['image']}`" if spec.get("image") else "")
+        + f"; trained {spec.get('window_minutes')} min in all, its pod deleted halfway (kubectl delete pod), "
+        "the Job's new pod resumed"
+        + ("" if spec.get("shared") else " on the same node (checkpoints on its own disk)")
+        + ".",
+        "",
+    ]
+    out += _table(
+        ["measure", "value", "floor / ceiling"],
+        [
+            ["queue wait: Kueue admission less creation (s)", workload.get("queue_wait_s"), None],
+            ["throughput (median samples/s)", workload.get("throughput_samples_per_s"), spec.get("min_samples_per_s")],
+            ["progress lines", workload.get("throughput_lines"), None],
+            ["steps before the deletion", workload.get("steps_first_job"), None],
+            ["last checkpoint step", workload.get("last_checkpoint_step"), None],
+            ["resumed at step", workload.get("resumed_step"), "> 0"],
+            ["restore: deletion to first step (s)", workload.get("restore_s"), spec.get("max_restore_s")],
+            ["pods", ", ".join(f"{j.get('pod')}@{j.get('node')}" for j in jobs if j.get("pod")), None],
+            ["Job complete", workload.get("job_complete"), None],
+            ["result", str(workload.get("verdict") or "-").upper(), None],
+        ],
+    )
+    out.append("")
     return out
 
 

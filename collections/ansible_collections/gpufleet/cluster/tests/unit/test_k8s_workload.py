@@ -296,3 +296,37 @@ def test_filters_wrap_errors_and_check_their_input():
     assert f["k8s_workload_admission"]({"items": []}, "w")["found"] is False
     assert f["k8s_workload_pods"]({"items": []}, "w") == []
     assert f["k8s_workload_labels"](copy.deepcopy(brief), spec, {"name": "research"})["queue"]["tenant"] == "research"
+
+
+def test_report_workload_section_on_kubernetes():
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import (
+        build_report,
+        render_markdown,
+    )
+
+    spec = spec_of(stack_brief())
+    got = kw.evaluate(FIRST, SECOND, spec, dict(ADMITTED, cluster_queue="research"), PODS, {"conditions": []})
+    assert [v["code"] for v in got["violations"]] == ["WORKLOAD_JOB_NOT_COMPLETE"]
+    got = kw.evaluate(
+        FIRST,
+        SECOND,
+        spec,
+        dict(ADMITTED, cluster_queue="research"),
+        PODS,
+        {"conditions": [{"type": "Complete", "status": "True"}]},
+    )
+    workload_result = dict(
+        got,
+        spec=spec,
+        jobs=[FIRST, SECOND],
+        control_plane="kubernetes",
+        job={"name": "w1", "namespace": "research", "queue": "default"},
+    )
+    report = build_report("stack-test", runs=[], workload=workload_result, violations=got["violations"], nccl=False)
+    assert report["verdict"] == "pass"
+    md = render_markdown(report)
+    assert "as Job research/w1 (queue default, ClusterQueue research) on pool stack-h100" in md
+    assert "its pod deleted halfway (kubectl delete pod)" in md and "scancel" not in md
+    assert "| queue wait: Kueue admission less creation (s) | 1.00 |" in md
+    assert "| restore: deletion to first step (s) | 3.50 | 60 |" in md
+    assert "w1-0-aaaaa@stack-deb12, w1-0-bbbbb@stack-deb12" in md
