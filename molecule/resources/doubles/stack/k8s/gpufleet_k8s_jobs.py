@@ -9,7 +9,7 @@ Jobs up to date, as the controllers would have by then):
   (a pod template without ``restartPolicy`` Never or OnFailure, a podFailurePolicy without Never,
   an Indexed Job without completions, a container without an image, a mount of an unknown volume
   are refused with the API's messages); it gives the Job a uid;
-* Kueue (v1beta1, v0.13): a Job labelled ``kueue.x-k8s.io/queue-name`` is suspended by its webhook
+* Kueue (v1beta1, v0.14): a Job labelled ``kueue.x-k8s.io/queue-name`` is suspended by its webhook
   and gets a Workload (``job-<name>-<hash>``, owned by the Job) whose pod set asks for the pod's
   resources; the LocalQueue's ClusterQueue admits it when one of its flavors (in order) matches the
   pod's node selector and has the quota left (nominal quota less what its other admitted, unfinished
