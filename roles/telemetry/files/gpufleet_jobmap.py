@@ -26,8 +26,10 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
+
+# The shared module is installed beside this program (role telemetry).
+from gpufleet_textfile import write_atomic
 
 _ID_RE = re.compile(r"^[0-9A-Za-z_.+-]+$")
 
@@ -41,20 +43,6 @@ def job_gpus(env: dict) -> list[str]:
             if all(g.isdigit() for g in gpus):
                 return sorted(set(gpus), key=int)
     return []
-
-
-def _write_atomic(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _read_lines(path: str) -> list[str]:
@@ -125,7 +113,7 @@ def update(action: str, env: dict, map_dir: str, state_dir: str, output: str, no
             if action == "prolog":
                 jobs.append(job)
             if jobs:
-                _write_atomic(path, "\n".join(jobs) + "\n")
+                write_atomic(path, "\n".join(jobs) + "\n")
             elif os.path.exists(path):
                 os.unlink(path)
         if action == "prolog":
@@ -137,10 +125,10 @@ def update(action: str, env: dict, map_dir: str, state_dir: str, output: str, no
                 "partition": env.get("SLURM_JOB_PARTITION", ""),
                 "gpus": gpus,
             }
-            _write_atomic(state_file, json.dumps(record, sort_keys=True) + "\n")
+            write_atomic(state_file, json.dumps(record, sort_keys=True) + "\n")
         elif os.path.exists(state_file):
             os.unlink(state_file)
-        _write_atomic(output, render(state_dir, time.time() if now is None else now))
+        write_atomic(output, render(state_dir, time.time() if now is None else now))
     return True
 
 

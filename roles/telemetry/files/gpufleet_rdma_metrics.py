@@ -26,8 +26,10 @@ import fnmatch
 import os
 import re
 import sys
-import tempfile
 import time
+
+# The shared module is installed beside this program (role telemetry).
+from gpufleet_textfile import write_atomic
 
 COUNTERS = (
     "link_downed",
@@ -183,21 +185,6 @@ def render(ports: list[dict], now: float) -> str:
         [([("collector", "rdma")], int(now))],
     )
     return "\n".join(out) + "\n"
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write next to the target then rename, so node_exporter never reads half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def main(argv: list[str] | None = None) -> int:

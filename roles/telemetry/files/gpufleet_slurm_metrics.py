@@ -25,13 +25,14 @@ Python 3 stdlib only.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime
+
+# The shared module is installed beside this program (role telemetry).
+from gpufleet_textfile import write_atomic
 
 SQUEUE_FORMAT = "%i|%a|%u|%P|%T|%V|%D|%b"
 SACCT_FIELDS = "JobID,Account,User,Partition,State,Submit,Start,End,AllocTRES"
@@ -282,20 +283,6 @@ def _run(argv: list[str], timeout: int) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
-
-
-def write_atomic(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def main(argv: list[str] | None = None) -> int:

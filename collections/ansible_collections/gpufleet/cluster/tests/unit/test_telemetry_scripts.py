@@ -17,6 +17,9 @@ FIXTURES = os.path.join(HERE, "fixtures", "slurm_metrics")
 
 
 def _load(name):
+    # The programs import the module they share from their own directory, as when installed.
+    if FILES not in sys.path:
+        sys.path.insert(0, FILES)
     spec = importlib.util.spec_from_file_location(name, os.path.join(FILES, name + ".py"))
     module = importlib.util.module_from_spec(spec)
     dont = sys.dont_write_bytecode
@@ -368,3 +371,14 @@ def test_main_never_fails_the_hook(tmp_path, monkeypatch):
         str(tmp_path / "o"),
     ]
     assert jobmap.main(args) == 0
+
+
+def test_shared_write_atomic_keeps_the_old_file_when_a_write_fails(tmp_path):
+    textfile = _load("gpufleet_textfile")
+    target = tmp_path / "gpufleet_rdma.prom"
+    textfile.write_atomic(str(target), "old 1\n")
+    with pytest.raises(TypeError):
+        textfile.write_atomic(str(target), None)  # fails inside the write, after the temporary file exists
+    assert target.read_text() == "old 1\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["gpufleet_rdma.prom"]
+    assert oct(target.stat().st_mode & 0o777) == "0o644"
