@@ -76,6 +76,9 @@ bench: venv
 	  fi; \
 	  [ -x "$$b" ] && { echo "== $$b"; "$$b"; }; done
 
+# The lab and the benchmarks run linear over Mitogen (opt-in: see ansible.cfg).
+lab bench: export ANSIBLE_STRATEGY ?= gpufleet.cluster.mitogen_linear
+
 lab: venv testbed
 	scripts/gpufleet lab up
 	scripts/gpufleet provision -i inventories/lab

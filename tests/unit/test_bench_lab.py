@@ -59,6 +59,12 @@ def canned_summary(changed: int, phases: list[tuple[str, float, int]], tail: str
 PHASES = [("Preflight: brief vs inventory", 2.0, 3), ("Base OS", 30.5, 20), ("GPU stack", 41.25, 30)]
 
 
+@pytest.fixture(autouse=True)
+def _strategy_env(monkeypatch):
+    """main() sets ANSIBLE_STRATEGY for the commands it starts: restored after each test."""
+    monkeypatch.setenv("ANSIBLE_STRATEGY", "gpufleet.cluster.mitogen_linear")
+
+
 def test_parse_canned_summary():
     s = bench.parse_summary(canned_summary(4, PHASES))
     assert s.found

@@ -8,6 +8,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -43,6 +45,12 @@ def fake_gpufleet(monkeypatch, fail=None):
     monkeypatch.setattr(bench, "timed", timed)
     monkeypatch.setattr(bench, "busy_scenarios", lambda: [])
     return calls
+
+
+@pytest.fixture(autouse=True)
+def _strategy_env(monkeypatch):
+    """main() sets ANSIBLE_STRATEGY for the commands it starts: restored after each test."""
+    monkeypatch.setenv("ANSIBLE_STRATEGY", "gpufleet.cluster.mitogen_linear")
 
 
 def test_each_size_is_a_fresh_lab_provisioned_twice_and_accepted_then_the_lab_is_put_back(monkeypatch, capsys):

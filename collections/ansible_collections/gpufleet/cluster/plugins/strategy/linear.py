@@ -1,8 +1,8 @@
 # gpufleet.cluster.linear: Ansible's linear strategy, with the collection's filter plugins imported in
 # the controller before the workers fork (module_utils/preload.py): every worker that templates a
 # gpufleet filter otherwise imports all of them again, ~1 s per task on three hosts.
-# For playbooks that Mitogen cannot run (fire-and-forget async, wait_for_connection: see
-# mitogen_linear.py); ansible.cfg and Molecule use gpufleet.cluster.mitogen_linear.
+# ansible.cfg's strategy: every gpufleet run uses it unless ANSIBLE_STRATEGY asks for
+# gpufleet.cluster.mitogen_linear (the lab, the benchmarks and Molecule do; see mitogen_linear.py).
 from __future__ import annotations
 
 DOCUMENTATION = """

@@ -1,5 +1,6 @@
 # gpufleet.cluster.mitogen_linear: Ansible's linear strategy run through Mitogen when it is installed
-# (requirements.txt pins it), plain linear otherwise. ansible.cfg selects it for every gpufleet run.
+# (requirements.txt pins it), plain linear otherwise. Opt-in: ANSIBLE_STRATEGY=gpufleet.cluster.mitogen_linear
+# (ansible.cfg's default is gpufleet.cluster.linear); the lab (make lab), the benchmarks and Molecule set it.
 #
 # Mitogen keeps one Python interpreter per host over the SSH connection and sends modules to it,
 # instead of a fresh ssh exec + module upload + interpreter start per task: a no-op re-run takes
@@ -8,8 +9,8 @@
 # Like gpufleet.cluster.linear, it imports the collection's filters in the controller before the
 # workers fork (module_utils/preload.py), and lists the installed collections once there (Mitogen's
 # planner walks them all in every task's worker otherwise).
-# Opt out for one run with ANSIBLE_STRATEGY=linear (the strategy is not a variable: -e cannot set it),
-# e.g. to rule Mitogen out while debugging a connection problem. Mitogen's own debug log (which
+# The strategy is not a variable (-e cannot set it): ANSIBLE_STRATEGY selects it for one command, and
+# ANSIBLE_STRATEGY=gpufleet.cluster.linear rules Mitogen out while debugging a connection problem. Mitogen's own debug log (which
 # holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1, never from -vvv alone.
 # Not for playbooks with fire-and-forget async tasks (poll: 0 + async_status): under Mitogen 0.3.29
 # their jobs never finished (Molecule's podman create playbook hung; the scenarios use gpufleet's own
