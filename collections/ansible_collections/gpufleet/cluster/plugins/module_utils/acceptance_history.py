@@ -305,21 +305,30 @@ def plot_pool(pool: str, series: Mapping[str, Sequence[tuple[str, float]]], path
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
     try:
+        every_time, every_value = [], []
         for host in sorted(series):
             points = series[host]
             times = [datetime.strptime(t, "%Y-%m-%dT%H:%M:%SZ") for t, _ in points]
             ax.plot(times, [v for _, v in points], "o-", lw=1.5, ms=4, label=host)
-        ax.set_ylim(bottom=0)
+            every_time += times
+            every_value += [v for _, v in points]
+        # The whole span of the runs, a day either side (one run alone is a point, not a year of axis).
+        if every_time:
+            ax.set_xlim(min(every_time) - timedelta(days=1), max(every_time) + timedelta(days=1))
+        locator = mdates.AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.set_ylim(0, max([*every_value, 1.0]) * 1.12)
         ax.set_xlabel("time (UTC)")
         ax.set_ylabel("single-node busbw (GB/s)")
         ax.set_title(f"Pool {pool}: each node's single-node busbw over time")
         ax.grid(True, alpha=0.3)
         ax.legend(loc="lower left", fontsize=9, framealpha=0.9)
-        fig.autofmt_xdate()
         fig.tight_layout()
         fig.savefig(path)
     finally:

@@ -493,7 +493,7 @@ def render_history(report: dict) -> list[str]:
     )
     out.append("")
     rows = [
-        [t["host"], t.get("pool"), t["figure"], t["text"], t["runs"], f"{-t['change']:+.1%}", t["degraded"]]
+        [t["host"], t.get("pool"), t["figure"], t["text"], t["runs"], f"{(-t['change'] or 0.0):+.1%}", t["degraded"]]
         for t in section.get("trends") or []
     ]
     if rows:
