@@ -153,3 +153,38 @@ def test_kubeadm_uploads_the_certificates_with_the_key_given(monkeypatch, tmp_pa
     logged = (tmp_path / "kubeadm.log").read_text()
     assert key not in logged and '"action": "upload-certs"' in logged
     capsys.readouterr()
+
+
+def test_kubectl_exec_reaches_etcdctl_in_the_etcd_pod_of_a_control_plane_node(monkeypatch, capsys, tmp_path):
+    """The whole `kubectl ... -n kube-system exec etcd-<node> -- etcdctl ...` call, as the role and the
+    gpu_stack verify make it: the pod must be a control-plane node's etcd, and the exit status is
+    etcdctl's."""
+    kubectl = load("kubectl")
+    nodes = {
+        "cp01": {"metadata": {"name": "cp01", "labels": {"node-role.kubernetes.io/control-plane": ""}}},
+        "gpu01": {"metadata": {"name": "gpu01", "labels": {}}},
+    }
+    health = [{"endpoint": "https://10.0.0.11:2379", "health": True, "took": "1.7ms"}]
+
+    def call(_srv, _method, path, _body=None):
+        if path == "/etcd/health":
+            return 200, health
+        name = path.rsplit("name=", 1)[1]
+        return (200, nodes[name]) if name in nodes else (404, {"message": "not found"})
+
+    monkeypatch.setattr(kubectl.d, "call", call)
+    monkeypatch.setattr(kubectl, "server", lambda _opts: "http://cp01:6443")
+    monkeypatch.setattr(kubectl.d, "LOG_DIR", str(tmp_path))
+    etcdctl = ["--", "etcdctl", "--endpoints=https://127.0.0.1:2379", "endpoint", "health", "--cluster", "-w", "json"]
+    base = ["--kubeconfig", "/etc/kubernetes/admin.conf", "-n", "kube-system", "exec"]
+    monkeypatch.setattr(sys, "argv", ["kubectl", *base, "etcd-cp01", *etcdctl])
+    with pytest.raises(SystemExit) as exc:
+        kubectl.main()
+    assert exc.value.code == 0
+    assert json.loads(capsys.readouterr().out) == health
+    for pod in ("etcd-gpu01", "etcd-cp09", "kube-apiserver-cp01"):
+        monkeypatch.setattr(sys, "argv", ["kubectl", *base, pod, *etcdctl])
+        with pytest.raises(SystemExit) as exc:
+            kubectl.main()
+        assert exc.value.code == 1
+        assert f'pods "{pod}" not found' in capsys.readouterr().err
