@@ -9,9 +9,9 @@
 # Like gpufleet.cluster.linear, it imports the collection's filters in the controller before the
 # workers fork (module_utils/preload.py), and lists the installed collections once there (Mitogen's
 # planner walks them all in every task's worker otherwise).
-# The strategy is not a variable (-e cannot set it): ANSIBLE_STRATEGY selects it for one command, and
-# ANSIBLE_STRATEGY=gpufleet.cluster.linear rules Mitogen out while debugging a connection problem. Mitogen's own debug log (which
-# holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1, never from -vvv alone.
+# The strategy is not a variable (-e cannot set it): ANSIBLE_STRATEGY selects it for one command.
+# Mitogen's own debug log (which holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1,
+# never from -vvv alone.
 # Not for playbooks with fire-and-forget async tasks (poll: 0 + async_status): under Mitogen 0.3.29
 # their jobs never finished (Molecule's podman create playbook hung; the scenarios use gpufleet's own
 # create playbook and start background jobs with systemd-run). Nor wait_for_connection: it resets the
