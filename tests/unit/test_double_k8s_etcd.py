@@ -6,26 +6,16 @@ kubectl's `exec etcd-<node> -- etcdctl ...` prints what etcdctl prints; the role
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s
-
-ROOT = Path(__file__).resolve().parents[2]
-K8S_DOUBLES = ROOT / "molecule/resources/doubles/stack/k8s"
+from k8s_doubles import load_double
 
 
 def load(name):
-    sys.path.insert(0, str(K8S_DOUBLES))
-    loader = importlib.machinery.SourceFileLoader(f"gpufleet_{name.replace('-', '_')}_double", str(K8S_DOUBLES / name))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_double(name)
 
 
 @pytest.fixture

@@ -6,35 +6,21 @@ The API server stand-in is replaced by an in-memory store; the Jobs are gpufleet
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s, workload
 from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_workload as kw
+from k8s_doubles import BRIEF, GPU_TAINT, IMAGE, PROFILES, RESERVED, ROOT, load_double
 
-ROOT = Path(__file__).resolve().parents[2]
-K8S_DOUBLES = ROOT / "molecule/resources/doubles/stack/k8s"
-PROFILES = ROOT / "molecule/resources/profiles"
-BRIEF = ROOT / "molecule/gpu_stack/vars/brief.yml"
 TRAIN = ROOT / "tests/workload/train.py"
-IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-RESERVED = {"key": "gpufleet.io/reserved", "value": "training", "effect": "NoSchedule"}
 
 
 def load_kubectl():
-    sys.path.insert(0, str(K8S_DOUBLES))
-    loader = importlib.machinery.SourceFileLoader("gpufleet_kubectl_double_jobs", str(K8S_DOUBLES / "kubectl"))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_double("kubectl", "gpufleet_kubectl_double_jobs")
 
 
 @pytest.fixture

@@ -4,35 +4,20 @@ our parser reads back. The API server stand-in is replaced by an in-memory store
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_debug as nd
 from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_tests as nt
+from k8s_doubles import BRIEF, GPU_TAINT, IMAGE, K8S_DOUBLES, PROFILES, RESERVED, ROOT, load_double
 
-ROOT = Path(__file__).resolve().parents[2]
-K8S_DOUBLES = ROOT / "molecule/resources/doubles/stack/k8s"
-PROFILES = ROOT / "molecule/resources/profiles"
-BRIEF = ROOT / "molecule/gpu_stack/vars/brief.yml"
 ARGV = ["/opt/nccl-tests/bin/all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-n", "20", "-w", "5"]
-IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-RESERVED = {"key": "gpufleet.io/reserved", "value": "training", "effect": "NoSchedule"}
 
 
 def load_kubectl():
-    sys.path.insert(0, str(K8S_DOUBLES))
-    loader = importlib.machinery.SourceFileLoader("gpufleet_kubectl_double", str(K8S_DOUBLES / "kubectl"))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_double("kubectl", "gpufleet_kubectl_double")
 
 
 @pytest.fixture
