@@ -276,9 +276,34 @@ def acceptance_line(reports: str, since: float = 0.0, cluster: str | None = None
         verdict = "UNREADABLE"
     extra = storage_workload_summary(data) if isinstance(data, dict) else ""
     left_out = not_accepted_text(data) if isinstance(data, dict) else ""
+    warned = warnings_text(data) if isinstance(data, dict) else ""
     return (
         f"NCCL acceptance: {verdict}{left_out}; report {os.path.splitext(path)[0]}.md (scripts/gpufleet report){extra}"
+        + (f"\n  {warned}" if warned else "")
     )
+
+
+def warnings_text(report: dict, shown: int = 6) -> str:
+    """``warnings (N): CODE: host, host; ...`` for a report with warnings, else ``""``: a verdict of
+    PASS may carry an outlier or a degraded node, which the one-word verdict would hide."""
+    hosts: dict[str, list[str]] = {}
+    count = 0
+    for v in report.get("violations") or []:
+        if not isinstance(v, dict) or v.get("severity") != "warning":
+            continue
+        count += 1
+        names = hosts.setdefault(str(v.get("code") or "?"), [])
+        host = v.get("host")
+        if host and host not in names:
+            names.append(str(host))
+    if not count:
+        return ""
+    parts = []
+    for code in sorted(hosts):
+        names = sorted(hosts[code])
+        more = f" and {len(names) - shown} more" if len(names) > shown else ""
+        parts.append(f"{code}: {', '.join(names[:shown])}{more}" if names else code)
+    return f"warnings ({count}): {'; '.join(parts)} (the report says why)"
 
 
 def not_accepted_text(report: dict, shown: int = 5) -> str:

@@ -51,6 +51,31 @@ def test_acceptance_line_names_the_verdict_and_the_markdown_report(tmp_path):
     assert acceptance_line(str(tmp_path), since=os.path.getmtime(run / "acceptance.json") + 10) is None
 
 
+def test_acceptance_line_names_the_warnings_a_pass_carries(tmp_path):
+    from gpufleet_cli.cmd_provision import acceptance_line
+
+    run = tmp_path / "lab" / "20260101T000000Z"
+    run.mkdir(parents=True)
+    warn = {"severity": "warning"}
+    report = {
+        "verdict": "pass",
+        "violations": [
+            {**warn, "code": "NCCL_OUTLIER", "host": "gpu03"},
+            {**warn, "code": "NODE_DEGRADED", "host": "gpu04"},
+            {**warn, "code": "NODE_DEGRADED", "host": "gpu01"},
+            {**warn, "code": "NODE_DEGRADED", "host": "gpu04"},
+            {**warn, "code": "QUOTE_DIFFERS"},
+            {"severity": "error", "code": "NCCL_BUSBW_BELOW_FLOOR", "host": "gpu09"},
+        ],
+    }
+    (run / "acceptance.json").write_text(json.dumps(report))
+    first, second = acceptance_line(str(tmp_path)).split("\n")
+    assert first == f"NCCL acceptance: PASS; report {run}/acceptance.md (scripts/gpufleet report)"
+    assert second == (
+        "  warnings (5): NCCL_OUTLIER: gpu03; NODE_DEGRADED: gpu01, gpu04; QUOTE_DIFFERS (the report says why)"
+    )
+
+
 def test_acceptance_line_sums_up_storage_and_workload(tmp_path):
     from gpufleet_cli.cmd_provision import acceptance_line
 
