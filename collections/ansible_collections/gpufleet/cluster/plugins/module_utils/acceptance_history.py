@@ -12,7 +12,7 @@ mid-write leaves at most a torn last line, which :func:`read` skips with a warni
      "figures": {"single_node_busbw": 445.1, "latency_us": 30.2, "scratch_write": 5.1, ...},
      "valid_until": "2027-02-27"}          # acceptance records of an accepted node only
 
-Figures (the same names as the outlier rule's, acceptance_outliers.py, plus ``latency_us``, the
+Figures (the same names as the outlier rule's, acceptance_outliers.py, ``latency_us`` being the
 single-node run's time at the smallest size): higher is better, except ``latency_us`` and
 ``checkpoint_restore``. :func:`trends` sets each node's first acceptance figure beside its latest
 and flags (``NODE_DEGRADED``) a node worse by more than ``acceptance.history.max_degradation_pct``
@@ -107,11 +107,6 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
     node's status in the report (``fail``, ``drained``), or ``not accepted``.
     """
     figures = node_figures(report.get("runs") or [], report.get("storage") or [])
-    latency: dict[str, float] = {}
-    for e in report.get("runs") or []:
-        if e.get("scope") == "single-node" and e.get("host") and e.get("latency_us") is not None:
-            latency[e["host"]] = max(latency.get(e["host"], 0.0), float(e["latency_us"]))
-    figures["latency_us"] = latency
     time = stamp_time(report.get("timestamp"))
     accepted = set(accepted)
     out = []

@@ -36,6 +36,7 @@ MAD_SCALE = 0.6745
 # metric -> (code, what it is, unit, higher is better)
 METRICS = {
     "single_node_busbw": ("NCCL_OUTLIER", "single-node busbw", "GB/s", True),
+    "latency_us": ("NCCL_OUTLIER", "single-node latency at the smallest size", "us", False),
     "scratch_write": ("STORAGE_OUTLIER", "scratch write", "GB/s", True),
     "scratch_read": ("STORAGE_OUTLIER", "scratch read", "GB/s", True),
     "shared_write": ("STORAGE_OUTLIER", "shared file system write", "GB/s", True),
@@ -115,6 +116,11 @@ def node_figures(runs: Sequence[Mapping], storage: Sequence[Mapping]) -> dict[st
             prev = out["single_node_busbw"].get(r["host"])
             value = float(r["busbw_largest"])
             out["single_node_busbw"][r["host"]] = value if prev is None else min(prev, value)
+        if r.get("scope") == "single-node" and r.get("host") and r.get("latency_us") is not None:
+            # The time of the smallest message: the worst (highest) of the node's runs.
+            prev = out["latency_us"].get(r["host"])
+            value = float(r["latency_us"])
+            out["latency_us"][r["host"]] = value if prev is None else max(prev, value)
     for rec in storage:
         host = rec.get("host")
         if not host or rec.get("skipped"):

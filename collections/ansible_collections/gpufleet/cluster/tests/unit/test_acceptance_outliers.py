@@ -64,6 +64,20 @@ def test_each_pool_has_its_own_median():
     assert found == [] and {s["pool"] for s in section} == {"h100", "l40s"}
 
 
+def test_a_node_slow_at_the_smallest_size_is_named_by_its_worst_run():
+    # Eight nodes at 30-31 us for the smallest message; gpu04 twice, its re-run 38 us (a slow CPU or
+    # NIC path shows first in latency, with busbw at 8 GB unchanged).
+    latency = dict(zip(EIGHT, [30.2, 30.6, 30.1, 30.4, 30.9, 30.3, 30.7, 30.5], strict=True))
+    runs = [dict(single(h, v), latency_us=latency[h]) for h, v in EIGHT.items()]
+    runs.append(dict(single("gpu04", EIGHT["gpu04"]), latency_us=38.0))
+    section, found = ao.judge({}, pools=dict.fromkeys(EIGHT, "h100"), runs=runs)
+    assert [(v["code"], v["host"]) for v in found] == [("NCCL_OUTLIER", "gpu04")]
+    assert "single-node latency at the smallest size 38 us is" in found[0]["message"]
+    assert "above" in found[0]["message"]
+    by_metric = {s["metric"]: s for s in section}
+    assert by_metric["latency_us"]["nodes"] == 8 and by_metric["single_node_busbw"]["outliers"] == []
+
+
 def test_storage_and_checkpoint_restore():
     def rec(host, write, restore):
         return {
