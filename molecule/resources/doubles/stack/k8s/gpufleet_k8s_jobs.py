@@ -171,6 +171,18 @@ class JobError(Exception):
     """What the API server answers to a Job it refuses (kubectl prints it and exits 1)."""
 
 
+def job_owner(meta: dict) -> dict:
+    """The ownerReferences entry the Job controller (and Kueue) set on what a Job owns."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
 def now_text(t=None):
     return datetime.datetime.fromtimestamp(time.time() if t is None else t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -373,16 +385,7 @@ def queue_job(api, job):
             "name": workload_name(job),
             "namespace": meta["namespace"],
             "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [job_owner(meta)],
             "creationTimestamp": now_text(created),
         },
         "spec": {
@@ -570,16 +573,7 @@ def start_pod(api, job, index):
             "labels": labels,
             "annotations": annotations,
             "finalizers": ["batch.kubernetes.io/job-tracking"],
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [job_owner(meta)],
             "creationTimestamp": now_text(),
         },
         "spec": tpl["spec"],
