@@ -192,7 +192,7 @@ def save(
         "fingerprint": fp,
         "hosts": hosts,
     }
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic import write_atomic
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import write_atomic
 
     write_atomic(path, json.dumps(rec, indent=2, sort_keys=True) + "\n")
     return path

@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _cost_module():
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import cost
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import cost
 
     return cost
 
@@ -69,7 +69,7 @@ def _time(text: str | None, what: str) -> datetime | None:
 
 def load_brief(args) -> tuple[dict, dict | None]:
     """(brief, inventory or None). The inventory is read by preflight's loader (every ``-i`` form)."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import (
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
         InventoryError,
         load_yaml_file,
     )
@@ -93,8 +93,8 @@ def load_brief(args) -> tuple[dict, dict | None]:
 
 
 def cost_section(brief: dict) -> dict:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.brief_schema import validate
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import format_text
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.schema import validate
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import format_text
 
     violations, clean = validate(brief)
     ours = [v for v in violations if (v.get("field") or "").startswith("cost")]

@@ -1,7 +1,7 @@
 """``gpufleet drift`` and ``gpufleet remediate``: find driver / GPU-stack drift, and repair it node by node.
 
 ``drift`` runs playbooks/drift.yml, which compares every GPU node with the brief's pins, its pool and its
-package holds (``module_utils/drift.py``) and writes ``reports/<cluster>/<stamp>/drift.json`` (+ ``.md``).
+package holds (``module_utils/ops/drift.py``) and writes ``reports/<cluster>/<stamp>/drift.json`` (+ ``.md``).
 ``remediate`` runs playbooks/remediate.yml, which drains, repairs, reboots where needed, re-gates and
 resumes the drifted nodes in batches and writes ``remediation.json`` (+ ``.md``). Both then print a
 table from the report the run wrote (see docs/drift.md).

@@ -2,7 +2,7 @@
 
 Not a subcommand of its own: ``cmd_report`` adds these options to ``gpufleet report`` and hands over
 when PATH is ``history``. The history store is ``<--dir>/<cluster>/history.jsonl``
-(``module_utils/acceptance_history.py``; appended by every acceptance report, hardware gate and drift
+(``module_utils/acceptance/history.py``; appended by every acceptance report, hardware gate and drift
 check). The cluster is the brief's ``cluster.name`` (``-i INVENTORY`` or ``--brief``), ``--cluster``, or
 the only cluster under ``--dir`` that has a history.
 
@@ -60,9 +60,9 @@ def _cluster(args) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_history as history
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_history import HistoryError
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.report import markdown_table
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.history import HistoryError
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import markdown_table
 
     node = args.node
     if not node:

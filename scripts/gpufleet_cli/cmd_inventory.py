@@ -2,7 +2,7 @@
 
 Exit codes: 0 written and preflight passed (warnings allowed); 1 written but preflight found errors;
 2 unreadable input or a sheet that cannot be turned into an inventory (nothing written).
-The allocation rules are in ``module_utils/inventory_gen.py``; docs/cli.md lists the sheet's columns.
+The allocation rules are in ``module_utils/inventory/generator.py``; docs/cli.md lists the sheet's columns.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ MAX_SHEET_BYTES = 64 * 1024 * 1024
 
 
 def register(sub) -> None:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_gen import SHEET_COLUMNS
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.generator import SHEET_COLUMNS
 
     p = sub.add_parser(
         "inventory",
@@ -97,7 +97,10 @@ def _read_text(path: str, what: str) -> str:
 
 
 def _load_existing(hosts_file: str) -> dict:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import InventoryError, load_inventory
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
+        InventoryError,
+        load_inventory,
+    )
 
     if not os.path.isfile(hosts_file):
         return {}
@@ -108,20 +111,20 @@ def _load_existing(hosts_file: str) -> dict:
 
 
 def _write_atomic(path: str, text: str) -> None:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic import write_atomic
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import write_atomic
 
     write_atomic(path, text)
 
 
 def run_generate(args) -> int:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import brief_schema
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_gen import (
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import schema as brief_schema
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.generator import (
         generate,
         parse_bases,
         parse_sheet,
         render_hosts_yml,
     )
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import (
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
         InventoryError,
         load_yaml_text,
     )
@@ -198,8 +201,8 @@ def run_generate(args) -> int:
 
 
 def _preflight(out_dir: str, brief: str) -> int:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.report import format_report
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import has_errors, sort_key
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import format_report
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import has_errors, sort_key
 
     from .cmd_preflight import run_preflight
 

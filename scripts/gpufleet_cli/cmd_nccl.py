@@ -6,8 +6,8 @@ import json
 import os
 import sys
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_debug, nccl_tests
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import human_size, summarize_run
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_debug, nccl_tests
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl import human_size, summarize_run
 
 from .common import CliError
 

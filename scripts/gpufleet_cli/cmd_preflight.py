@@ -6,7 +6,7 @@ The checks are those of ``playbooks/preflight.yml`` (same Python core).
 The inventory is whatever ``-i`` names in Ansible: a YAML or INI file, an inventory script, an
 inventory plugin's config (constructed, ...), a comma-separated host list, or a directory of
 several of them with group_vars/ and host_vars/. A plain YAML inventory, alone or alone in its
-directory, is read directly (module_utils/inventory_yaml.py: milliseconds for thousands of
+directory, is read directly (module_utils/inventory/reader.py: milliseconds for thousands of
 hosts). Everything else is read by Ansible's own inventory (InventoryManager and
 VariableManager, as ``ansible-inventory --list`` and the playbooks read it), in a child Python
 so that its configuration (ANSIBLE_CONFIG, default: the repository's ansible.cfg) and its
@@ -109,7 +109,7 @@ def _entry_form(path: str) -> str:
 
 def _yaml_source(path: str, shown: str) -> InventorySource:
     """A .yml/.yaml source: read directly unless it is an inventory plugin's config."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import load_yaml_file
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import load_yaml_file
 
     data = load_yaml_file(path)  # a syntax error is an error here, as it is for Ansible's yaml plugin
     if isinstance(data, dict) and data.get("plugin"):
@@ -122,7 +122,7 @@ def resolve_source(inventory: str, brief: str | None) -> tuple[InventorySource, 
 
     The brief is PATH/brief.yml for a directory; any other form needs ``--brief``.
     """
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import InventoryError
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import InventoryError
 
     try:
         if os.path.isdir(inventory):
@@ -170,7 +170,7 @@ def resolve_paths(inventory: str, brief: str | None) -> tuple[str, str]:
 
 def load_source(src: InventorySource):
     """The inventory (groups, host variables, notes) and how it was read ("read directly (...)")."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import (
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
         InventoryError,
         NotReadDirectly,
         load_inventory,
@@ -240,8 +240,8 @@ def ansible_read(sources: list[str], keys: list[str] | None = None, timeout: flo
 
 def load_with_ansible(path: str, form: str):
     """An :class:`Inventory` from Ansible's own inventory; CliError names the file, form and Ansible's message."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import Inventory, vault_skipped
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import READ_HOST_VARS
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import Inventory, vault_skipped
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import READ_HOST_VARS
 
     (result,) = ansible_read([path], keys=list(READ_HOST_VARS))
     if "error" in result:
@@ -269,7 +269,7 @@ def _plain(value: Any, encrypted: type, vault: list[bool], depth: int = 0) -> An
     """Ansible's tagged values as plain JSON data, as the playbook's preflight filter hands them to the
     checks (never templated). A vault-encrypted value that cannot be decrypted becomes the placeholder
     the direct reader uses, and ``vault[0]`` is set."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import VAULT_PLACEHOLDER
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import VAULT_PLACEHOLDER
 
     if depth > 20:
         return None
@@ -374,11 +374,11 @@ def _ansible_child() -> None:  # pragma: no cover - runs in the child Python
 
 def run_preflight(inventory: str, brief: str | None) -> tuple[list[dict], dict]:
     """Load and check; returns (violations, timings and how the inventory was read). CliError on unreadable input."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import (
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
         InventoryError,
         load_yaml_file,
     )
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import check
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import check
 
     t0 = time.perf_counter()
     src, brief_file = resolve_source(inventory, brief)
@@ -399,8 +399,8 @@ def run_preflight(inventory: str, brief: str | None) -> tuple[list[dict], dict]:
 
 
 def run(args) -> int:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.report import format_report
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import has_errors, sort_key
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import format_report
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import has_errors, sort_key
 
     violations, timing = run_preflight(args.inventory, args.brief)
     violations = sorted(violations, key=sort_key)

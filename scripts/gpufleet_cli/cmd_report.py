@@ -2,10 +2,10 @@
 
 Reports live under ``reports/<cluster>/<timestamp>/``:
 
-- acceptance: ``acceptance.json`` (``module_utils/acceptance_report.py``; rendered by its ``render_markdown``);
+- acceptance: ``acceptance.json`` (``module_utils/acceptance/report.py``; rendered by its ``render_markdown``);
 - hardware gate: ``hardware/<host>.json`` or ``gate/<host>.json``, one record per node (``hwgate.node_record``),
   or one ``gate.json`` / ``hardware.json`` holding a list of them;
-- drift: ``drift.json`` as ``gpufleet drift`` writes it (``module_utils/drift.py``, ``kind: drift``; rendered by
+- drift: ``drift.json`` as ``gpufleet drift`` writes it (``module_utils/ops/drift.py``, ``kind: drift``; rendered by
   its ``drift_markdown``), or older per-node records: ``drift/<host>.json``, or a ``drift.json`` holding a list
   of records or ``{"nodes": [...]}``;
 - remediation: ``remediation.json`` as ``gpufleet remediate`` writes it (``kind: remediation``; rendered by
@@ -297,8 +297,8 @@ def _natural(name: str) -> tuple:
 
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence]) -> list[str]:
-    """The collection's Markdown table (module_utils/report.py), imported when a report is rendered."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.report import markdown_table as table
+    """The collection's Markdown table (module_utils/common/report.py), imported when a report is rendered."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import markdown_table as table
 
     return table(list(headers), list(rows))
 
@@ -359,7 +359,7 @@ def render_nodes_markdown(title: str, records: list[dict], extra: list[dict], me
 
 
 def render_acceptance(path: str, plots: bool) -> str:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_report as rep
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import report as rep
 
     report = load_json(path)
     if not isinstance(report, dict) or not isinstance(report.get("runs", []), list):
@@ -416,7 +416,7 @@ TITLES = {"gate": "Hardware gate", "drift": "Drift"}
 
 
 def _drift_report(path: str):
-    """The JSON of ``path`` when it is a report of ``module_utils/drift.py`` (``kind`` drift or remediation,
+    """The JSON of ``path`` when it is a report of ``module_utils/ops/drift.py`` (``kind`` drift or remediation,
     ``nodes`` keyed by host), else None (an older per-node drift file)."""
     data = load_json(path)
     if isinstance(data, dict) and data.get("kind") in ("drift", "remediation") and isinstance(data.get("nodes"), dict):
@@ -426,7 +426,7 @@ def _drift_report(path: str):
 
 def render_drift_kind(path: str, kind: str) -> str:
     """A drift or remediation report written by the drift / remediate playbooks."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils import drift
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import drift
 
     data = _drift_report(path)
     if data is None or data.get("kind") != kind:

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.drift import drift_check
-from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts import build_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.facts import build_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops.drift import drift_check
 from gpufleet_cli import cmd_drift
 from gpufleet_cli.main import main
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_gen import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.generator import (
     Row,
     host_key,
     natural_key,

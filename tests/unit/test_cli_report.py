@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_report as rep
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_tests
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_tests
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import report as rep
 from gpufleet_cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_history as history
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
 from gpufleet_cli.main import main
 
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance as acc
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_debug as nd
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_tests as nt
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl as acc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_debug as nd
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_tests as nt
 
 ROOT = Path(__file__).resolve().parents[2]
 DOUBLE = ROOT / "molecule/resources/doubles/bin/all_reduce_perf"

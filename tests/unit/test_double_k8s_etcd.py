@@ -10,7 +10,7 @@ import json
 import sys
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s
+from ansible_collections.gpufleet.cluster.plugins.module_utils.k8s import objects as k8s
 from k8s_doubles import load_double
 
 

@@ -2,7 +2,7 @@
 the API server's refusals, Kueue's admission, the Job controller replacing a deleted pod, and the pods
 running the real training loop (tests/workload/train.py), which the new pod resumes from its checkpoint.
 The API server stand-in is replaced by an in-memory store; the Jobs are gpufleet's own
-(module_utils/k8s_workload.py) on the gpu_stack scenario's brief and Kueue objects."""
+(module_utils/acceptance/workload_k8s.py) on the gpu_stack scenario's brief and Kueue objects."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import time
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s, workload
-from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_workload as kw
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import workload
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import workload_k8s as kw
+from ansible_collections.gpufleet.cluster.plugins.module_utils.k8s import objects as k8s
 from k8s_doubles import BRIEF, GPU_TAINT, IMAGE, PROFILES, RESERVED, ROOT, load_double
 
 TRAIN = ROOT / "tests/workload/train.py"

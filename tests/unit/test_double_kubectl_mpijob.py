@@ -8,9 +8,9 @@ import json
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_debug as nd
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_tests as nt
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_debug as nd
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_tests as nt
+from ansible_collections.gpufleet.cluster.plugins.module_utils.k8s import objects as k8s
 from k8s_doubles import BRIEF, GPU_TAINT, IMAGE, K8S_DOUBLES, PROFILES, RESERVED, ROOT, load_double
 
 ARGV = ["/opt/nccl-tests/bin/all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-n", "20", "-w", "5"]

@@ -2,7 +2,7 @@
 
 molecule/resources/doubles/build-repo.sh builds stand-in .debs for the lab and the gpu_stack
 scenario (Debian 12 and 13 hosts); matrix_packages.py gives it every NVIDIA package name and
-version string from module_utils/vendor_matrix.py. These tests build the repositories, read
+version string from module_utils/brief/vendor_matrix.py. These tests build the repositories, read
 their Packages indexes as apt does, and check each stand-in against the matrix rows for Debian
 12 and 13: a name the matrix does not list for that OS and component (a Ubuntu or RHEL name, a
 name from memory) or a version spelled otherwise than the matrix says fails here.
@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import vendor_matrix as vm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import vendor_matrix as vm
 from role_vars import ROOT
 
 DOUBLES = ROOT / "molecule" / "resources" / "doubles"

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.xid_drain_reasons import xid_drain_reasons
-from ansible_collections.gpufleet.cluster.plugins.module_utils import xid_catalogue
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import xid_catalogue
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "roles/slurm_node/templates/usr/local/sbin/gpufleet-node-health.j2"

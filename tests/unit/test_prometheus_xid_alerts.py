@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.filter.xid_drain_reasons import FilterModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import xid_catalogue
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import xid_catalogue
 from jinja2 import Environment, StrictUndefined
 from jinja2.nativetypes import NativeEnvironment
 

@@ -1,6 +1,6 @@
 """The roles' defaults and per-OS vars install what the vendor matrix says NVIDIA ships.
 
-For every OS and architecture of module_utils/vendor_matrix.py and every version it knows, the
+For every OS and architecture of module_utils/brief/vendor_matrix.py and every version it knows, the
 roles' variables (defaults/main.yml + vars/, rendered as Ansible would, see role_vars.py) give
 the matrix's package names, version strings and repository URLs. The lab's path (Debian 12,
 x86_64, the lab brief's pins) is also pinned literally: it must not move.
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils import compat, k8s
-from ansible_collections.gpufleet.cluster.plugins.module_utils import vendor_matrix as vm
-from ansible_collections.gpufleet.cluster.plugins.module_utils.catalogue import ACCELERATORS, TOPOLOGIES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import compat
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import vendor_matrix as vm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.catalogue import ACCELERATORS, TOPOLOGIES
+from ansible_collections.gpufleet.cluster.plugins.module_utils.k8s import objects as k8s
 from role_vars import ROOT, role_vars
 
 KNOWN = vm.KNOWN_VERSIONS

@@ -1,4 +1,4 @@
-"""docs/xid-catalogue.md is generated from module_utils/xid_catalogue.py and must be current."""
+"""docs/xid-catalogue.md is generated from module_utils/ops/xid_catalogue.py and must be current."""
 
 from __future__ import annotations
 

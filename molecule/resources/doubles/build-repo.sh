@@ -17,7 +17,7 @@
 # The packages carry NVIDIA's real names, versions and version-locked Depends
 # (Debian flavour of the CUDA repository), and two versions of the pinned ones,
 # so that pins, holds and downgrades are exercised. Every NVIDIA name and version
-# string comes from the vendor matrix (module_utils/vendor_matrix.py) through
+# string comes from the vendor matrix (module_utils/brief/vendor_matrix.py) through
 # matrix_packages.py, which also holds the versions built: a double cannot carry a
 # name the matrix does not list for Debian 12 / 13 (tests/unit/test_doubles_repo.py
 # builds the repository and checks it). Their programs are stand-ins

@@ -3,7 +3,7 @@
 
 build-repo.sh builds the test doubles' apt repositories; it reads every NVIDIA package name
 and version string it gives a stand-in from here, so a double can only carry what
-module_utils/vendor_matrix.py says NVIDIA ships for the OS the test hosts run (Debian 12 and
+module_utils/brief/vendor_matrix.py says NVIDIA ships for the OS the test hosts run (Debian 12 and
 13, x86_64: one repository serves both, so both must answer the same).
 
     matrix_packages.py            print bash assignments for build-repo.sh to eval
@@ -23,7 +23,7 @@ from typing import NamedTuple
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "collections"))
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils import vendor_matrix as vm  # noqa: E402
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import vendor_matrix as vm  # noqa: E402
 
 # The OSes the doubles' hosts run; the first is the one asked, the others must agree with it.
 OSES = ("debian12", "debian13")

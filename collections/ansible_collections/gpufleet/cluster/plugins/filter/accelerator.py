@@ -53,7 +53,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.catalogue import accelerator_dict
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.catalogue import accelerator_dict
 
 
 def accelerator(key):

@@ -9,7 +9,7 @@ short_description: Which scheduler daemons are down, from systemctl is-active on
 version_added: 0.1.0
 author: gpufleet developers
 description:
-  - Two filters over module_utils/control_daemons.py, used by the acceptance role (Slurm) before the multi-node runs,
+  - Two filters over module_utils/ops/daemons.py, used by the acceptance role (Slurm) before the multi-node runs,
     before a bisect and before the drain.
   - C(control_daemon_targets) lists what to ask where - the controller with its units, then each node with the
     nodes' units - as C({host, units, role}) items for a loop of C(systemctl is-active) delegated to each host.
@@ -80,7 +80,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import control_daemons as daemons
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import daemons
 
 
 def control_daemon_targets(controller, controller_units=None, nodes=None, node_units=None):

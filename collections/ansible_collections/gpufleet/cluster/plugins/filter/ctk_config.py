@@ -38,7 +38,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ctk_config import split_dry_run
+from ansible_collections.gpufleet.cluster.plugins.module_utils.container.ctk_config import split_dry_run
 
 
 def ctk_dry_run_split(stdout):

@@ -14,7 +14,7 @@ description:
     the share. When any pool would go past that, the breaker trips and the run must drain none of the nodes, unless
     I(force).
   - Used by the acceptance role before it drains or cordons the nodes it found bad and by the remediate role before
-    it drains the drifted nodes. See module_utils/drain_breaker.py and docs/acceptance-role.md.
+    it drains the drifted nodes. See module_utils/ops/drain_breaker.py and docs/acceptance-role.md.
   - Also provides C(slurm_out_of_service) (sinfo C(%N|%t) lines to node names) and C(k8s_out_of_service)
     (C(kubectl get nodes -o json) items to the names of cordoned or not Ready nodes).
 options:
@@ -96,7 +96,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import drain_breaker as breaker
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import drain_breaker as breaker
 
 
 def _host_names(value) -> list[str]:

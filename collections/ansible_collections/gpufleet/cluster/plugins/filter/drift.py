@@ -9,7 +9,7 @@ short_description: Compare the GPU stack each node runs with the brief's pins, i
 version_added: 0.1.0
 author: gpufleet developers
 description:
-  - A family of four filters over one Python core (C(module_utils/drift.py)); see docs/drift.md.
+  - A family of four filters over one Python core (C(module_utils/ops/drift.py)); see docs/drift.md.
   - C(drift_check) takes one record per host, C({pool, facts, holds}) where C(facts) is the host's
     C(gpufleet_hw) (from M(gpufleet.cluster.gpu_facts)) or C(None) when the host could not be read, and
     C(holds) the names C(apt-mark showhold) / C(dnf versionlock list) print, or C(None) when unknown.
@@ -109,8 +109,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_history import k8s_marks, slurm_marks
-from ansible_collections.gpufleet.cluster.plugins.module_utils.drift import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.history import k8s_marks, slurm_marks
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops.drift import (
     drift_check,
     drift_markdown,
     remediation_markdown,

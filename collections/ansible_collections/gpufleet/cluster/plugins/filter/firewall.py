@@ -8,7 +8,7 @@ short_description: Render a host's nftables firewall from the inventory, and rea
 version_added: 0.1.0
 author: gpufleet developers
 description:
-  - A family of filters over one Python core (C(module_utils/firewall.py)), pure and without I/O.
+  - A family of filters over one Python core (C(module_utils/net/firewall.py)), pure and without I/O.
   - C(firewall_nft) renders the nftables script that replaces table C(inet gpufleet) alone (other tables,
     e.g. Kubernetes' or a container network's, are kept). Input policy drop; management ports from the
     management sources; cluster ports from the cluster's members; everything from the rails' networks on
@@ -74,7 +74,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import firewall as _fw
+from ansible_collections.gpufleet.cluster.plugins.module_utils.net import firewall as _fw
 
 
 def _host(spec):

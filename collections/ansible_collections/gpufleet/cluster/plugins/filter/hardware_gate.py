@@ -58,7 +58,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.hwgate import check_node
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.gate import check_node
 
 
 def _pool(brief: object, pool: object) -> dict:

@@ -45,7 +45,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.hwgate import check_pool_homogeneity
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.gate import check_pool_homogeneity
 
 
 def hardware_homogeneity(facts_by_host: object, pool: object = None) -> list[dict]:

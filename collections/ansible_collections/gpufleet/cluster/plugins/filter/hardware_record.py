@@ -54,7 +54,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.hwgate import node_record
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.gate import node_record
 
 
 def hardware_record(facts: object, host: str, violations: object = None, pool: object = None) -> dict:

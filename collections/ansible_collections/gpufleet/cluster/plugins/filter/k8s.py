@@ -9,7 +9,7 @@ short_description: Kubernetes objects and values derived from the topology brief
 version_added: 0.2.0
 author: gpufleet developers
 description:
-  - A family of filters over one Python core (C(module_utils/k8s.py)); each returns plain data the Kubernetes
+  - A family of filters over one Python core (C(module_utils/k8s/objects.py)); each returns plain data the Kubernetes
     roles dump into manifests (YAML) or Helm values.
   - C(k8s_pool_nodes) counts each pool's inventory hosts (C(groups)).
   - C(k8s_node_spec) gives a pool node's C(labels) (gpufleet.io/pool, accelerator, topology, fabric, workload,
@@ -67,7 +67,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s as core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.k8s import objects as core
 
 
 def _wrap(fn):

@@ -41,7 +41,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_workload as _kw
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import workload_k8s as _kw
 
 
 def _call(filter_name, fn, /, *args, **kw):

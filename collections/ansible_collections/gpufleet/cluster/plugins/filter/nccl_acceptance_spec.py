@@ -60,7 +60,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_run import SpecError, acceptance_spec
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import SpecError, acceptance_spec
 
 
 def nccl_acceptance_spec(brief, pool, min_bytes=None, max_bytes=None):

@@ -72,7 +72,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_run import bisect_step
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import bisect_step
 
 
 def nccl_bisect_plan(results, nodes, floor, strategy="pairs", known_good=None):

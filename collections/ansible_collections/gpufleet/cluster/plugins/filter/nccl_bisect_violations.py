@@ -36,7 +36,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import bisect_violations
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl import bisect_violations
 
 
 def nccl_bisect_violations(plan, floor):

@@ -50,7 +50,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_run import drain_list
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import drain_list
 
 
 def nccl_drain_list(plans, singles=None, stamp=None, failed_single=True):

@@ -66,7 +66,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_run import SpecError, evaluate_log
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import SpecError, evaluate_log
 
 
 def nccl_evaluate(parsed, spec, scope, host=None, label=None, nodes=None, rc=None, output=None):

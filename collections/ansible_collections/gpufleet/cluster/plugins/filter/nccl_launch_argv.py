@@ -64,7 +64,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_run import SpecError, launch_argv
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import SpecError, launch_argv
 
 
 def nccl_launch_argv(nodes, launcher, binary, spec, **kwargs):

@@ -57,7 +57,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_run import node_record
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import node_record
 
 
 def nccl_node_record(hw, host, hostname=None, pool=None, container_image=""):

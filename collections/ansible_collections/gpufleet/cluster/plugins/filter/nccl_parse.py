@@ -55,7 +55,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_run import parse_log
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import parse_log
 
 
 def nccl_parse(text, label=None):

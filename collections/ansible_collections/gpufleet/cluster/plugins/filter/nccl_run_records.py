@@ -67,7 +67,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_run import SpecError, run_records
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import SpecError, run_records
 
 
 def nccl_run_records(results, spec, scope, groups=None, labels=None, pool=None, round=None):

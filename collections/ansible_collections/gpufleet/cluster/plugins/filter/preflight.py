@@ -63,7 +63,7 @@ _value:
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import READ_HOST_VARS, check
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import READ_HOST_VARS, check
 
 
 def _plain(value, depth=0):

@@ -76,7 +76,7 @@ _value:
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import observability as core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import observability as core
 
 
 def _scrape_configs(

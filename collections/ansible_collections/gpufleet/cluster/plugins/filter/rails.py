@@ -89,11 +89,11 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.rails import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.net.rails import (
     RailPlanError,
     rail_plan_violations,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.rails import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.net.rails import (
     rail_plan as _rail_plan,
 )
 

@@ -9,7 +9,7 @@ short_description: Build Slurm configuration from the topology brief and the inv
 version_added: 0.1.0
 author: gpufleet developers
 description:
-  - A family of filters over one Python core (C(module_utils/slurm.py)). Each is pure and fast enough
+  - A family of filters over one Python core (C(module_utils/slurm/conf.py)). Each is pure and fast enough
     for thousands of nodes.
   - C(hostlist) compresses host names into Slurm's hostlist syntax (C(gpu[001-512])); C(hostlist_expand)
     does the reverse.
@@ -69,7 +69,7 @@ _value:
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import slurm as core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import conf as core
 
 _PRIVATE = ("pool", "rack", "switch")
 

@@ -80,7 +80,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import storage as _storage
+from ansible_collections.gpufleet.cluster.plugins.module_utils.storage import plane as _storage
 
 
 def scratch_plan(lsblk, devices, host, path, consent=False, signatures=None, label=_storage.DEFAULT_LABEL):

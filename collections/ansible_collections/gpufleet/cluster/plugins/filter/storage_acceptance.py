@@ -40,7 +40,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import storage_acceptance as _acc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.storage import acceptance as _acc
 
 
 def storage_evaluate(record, floors=None):

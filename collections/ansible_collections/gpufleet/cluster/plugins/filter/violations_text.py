@@ -36,7 +36,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.report import format_report
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import format_report
 
 
 def violations_text(violations, summary=True):

@@ -45,7 +45,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import workload as _wl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import workload as _wl
 
 
 def workload_spec(brief):

@@ -9,7 +9,7 @@ short_description: The XIDs whose action in NVIDIA's catalogue is one of the giv
 version_added: 0.1.0
 author: gpufleet developers
 description:
-  - Reads gpufleet's XID catalogue (module_utils/xid_catalogue.py, docs/xid-catalogue.md), NVIDIA's XIDs mapped to
+  - Reads gpufleet's XID catalogue (module_utils/ops/xid_catalogue.py, docs/xid-catalogue.md), NVIDIA's XIDs mapped to
     an action (none, drain, reset_gpu, reboot, replace) and a one-line meaning.
   - >-
     Returns XID code -> C(<meaning>; action: <action>), the words the Slurm node health check puts in its drain
@@ -36,7 +36,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils import xid_catalogue
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import xid_catalogue
 
 
 def xid_drain_reasons(actions):

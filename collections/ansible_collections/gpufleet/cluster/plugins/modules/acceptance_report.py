@@ -276,11 +276,11 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_history as history
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_history import HistoryError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_outliers import OutlierError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_quote import QuoteError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.history import HistoryError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.outliers import OutlierError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.quote import QuoteError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.report import (
     add_history,
     build_report,
     not_accepted,
@@ -288,11 +288,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report
     timestamp_now,
     write_report,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic import write_atomic
-from ansible_collections.gpufleet.cluster.plugins.module_utils.storage_acceptance import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import write_atomic
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import ERROR, violation
+from ansible_collections.gpufleet.cluster.plugins.module_utils.storage.acceptance import (
     not_tested as storage_not_tested,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.violation import ERROR, violation
 
 _RUN_KEYS = ("label", "scope", "host", "floor_gbps", "limit_gbps", "run", "log")
 

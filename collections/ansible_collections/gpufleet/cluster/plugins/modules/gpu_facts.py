@@ -197,7 +197,7 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.facts import (
     DPKG_PACKAGES,
     QUERY_GPU_FIELDS,
     RPM_PACKAGES,

@@ -10,7 +10,7 @@ short_description: Keep a hardware gate or drift result per node in the cluster'
 version_added: 0.1.0
 description:
   - Appends one record per node to I(dest)C(/<cluster>/history.jsonl), the history store the acceptance report
-    also appends to (C(module_utils/acceptance_history.py)); C(gpufleet report history NODE) prints a node's
+    also appends to (C(module_utils/acceptance/history.py)); C(gpufleet report history NODE) prints a node's
     records.
   - The append is one locked C(write), so two writers never interleave and a run killed mid-write leaves at most a
     torn last line, which readers skip with a warning.
@@ -86,7 +86,7 @@ appended:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_history as history
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
 
 
 def main() -> None:

@@ -87,7 +87,7 @@ max_in_flight:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.concurrent_runs import run_all
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.concurrent_runs import run_all
 
 
 def main() -> None:

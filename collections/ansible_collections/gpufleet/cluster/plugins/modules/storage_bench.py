@@ -10,7 +10,7 @@ short_description: Measure a node's scratch, shared mounts and a checkpoint roun
 version_added: 0.1.0
 description:
   - Runs on a GPU node. For the local scratch and each shared mount, a sequential write then read with fio
-    (C(--output-format=json), parsed by C(module_utils/storage_acceptance.py)) in a directory of its own
+    (C(--output-format=json), parsed by C(module_utils/storage/acceptance.py)) in a directory of its own
     (C(<path>/.gpufleet-acceptance-<host>)), removed afterwards.
   - The scratch is measured whether a device is mounted there or not; the record says which (C(note)). A
     shared mount is measured only when it is mounted; first access (an automount) is bounded by
@@ -134,7 +134,7 @@ import os
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.storage_acceptance import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.storage.acceptance import (
     MEASURED,
     checkpoint_roundtrip,
     fio_argv,

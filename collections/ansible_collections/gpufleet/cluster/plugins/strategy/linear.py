@@ -1,5 +1,5 @@
 # gpufleet.cluster.linear: Ansible's linear strategy, with the collection's filter plugins imported in
-# the controller before the workers fork (module_utils/preload.py): every worker that templates a
+# the controller before the workers fork (module_utils/common/preload.py): every worker that templates a
 # gpufleet filter otherwise imports all of them again, ~1 s per task on three hosts.
 # ansible.cfg's strategy: every gpufleet run uses it unless ANSIBLE_STRATEGY asks for
 # gpufleet.cluster.mitogen_linear (the lab, the benchmarks and Molecule do; see mitogen_linear.py).
@@ -15,7 +15,7 @@ author: gpufleet
 """
 
 from ansible.plugins.strategy.linear import StrategyModule as _Linear
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preload import preload_jinja_plugins
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import preload_jinja_plugins
 
 
 class StrategyModule(_Linear):

@@ -7,7 +7,7 @@
 # well under half the time (figures: docs/benchmarks.md). Task order, results, check mode and
 # diffs are linear's.
 # Like gpufleet.cluster.linear, it imports the collection's filters in the controller before the
-# workers fork (module_utils/preload.py), and lists the installed collections once there (Mitogen's
+# workers fork (module_utils/common/preload.py), and lists the installed collections once there (Mitogen's
 # planner walks them all in every task's worker otherwise).
 # The strategy is not a variable (-e cannot set it): ANSIBLE_STRATEGY selects it for one command.
 # Mitogen's own debug log (which holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1,
@@ -32,7 +32,7 @@ author: gpufleet
 import logging
 import os
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preload import preload_jinja_plugins
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import preload_jinja_plugins
 
 # How long a run waits on a node that stopped answering without closing its connection (power
 # lost, kernel panic, cable pulled) before it marks the node unreachable and goes on without it:

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts import build_facts, read_rdma_sysfs
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.facts import build_facts, read_rdma_sysfs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures", "hw")

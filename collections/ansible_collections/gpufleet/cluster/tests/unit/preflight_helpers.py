@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import os
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import load_inventory, load_yaml_file
+from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import load_inventory, load_yaml_file
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "preflight")
 

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance as acc
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_report as rep
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_debug as nd
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_tests as nt
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl as acc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_debug as nd
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_tests as nt
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import report as rep
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.filter.drain_breaker import drain_breaker
 from ansible_collections.gpufleet.cluster.plugins.filter.nccl_parse import nccl_parse
-from ansible_collections.gpufleet.cluster.plugins.module_utils import control_daemons
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import render_breaker
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.report import render_breaker
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import daemons as control_daemons
 from ansible_collections.gpufleet.cluster.plugins.modules import acceptance_report
 from module_helpers import run_main
 

@@ -10,10 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_history as history
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_report as rep
-from ansible_collections.gpufleet.cluster.plugins.module_utils.atomic import append_line
-from ansible_collections.gpufleet.cluster.plugins.module_utils.drift import drift_check, drift_markdown
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import report as rep
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import append_line
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops.drift import drift_check, drift_markdown
 
 
 def rows(busbw: float, latency: float = 30.0) -> dict:
@@ -111,7 +111,7 @@ def test_a_writer_killed_mid_append_leaves_the_store_readable(tmp_path):
         f"""
         import sys
         sys.path[:0] = {sys.path!r}
-        from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_history as h
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history as h
         i = 0
         while True:
             h.append({str(path)!r}, [{{"time": "2026-12-01T00:00:00Z", "host": "gpu01", "i": i, "pad": "x" * 4096}}])

@@ -1,10 +1,10 @@
-"""Nodes judged against their own pool (module_utils/acceptance_outliers.py) and the report's section."""
+"""Nodes judged against their own pool (module_utils/acceptance/outliers.py) and the report's section."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_outliers as ao
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import build_report, render_markdown
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import outliers as ao
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.report import build_report, render_markdown
 
 # Eight H100 nodes as an HGX pool measures them: out-of-place busbw at 8 GB within about +-0.5 %.
 EIGHT = {f"gpu{i:02d}": v for i, v in enumerate([481.2, 479.8, 480.5, 482.0, 478.9, 480.1, 481.7, 479.4], 1)}

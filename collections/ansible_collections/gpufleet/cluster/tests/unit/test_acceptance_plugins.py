@@ -748,7 +748,7 @@ def test_report_rejects_bad_options(tmp_path):
 
 @pytest.mark.parametrize(("per_task", "tasks", "g"), [(1, "8", "1"), (8, "1", "8"), (2, "4", "2")])
 def test_srun_ranks_per_node_follow_gpus_per_task(per_task, tasks, g):
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_run import launch_argv
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import launch_argv
 
     spec = {"pool": "p", "gpus_per_node": 8, "min_bytes": 8, "max_bytes": "8G"}
     argv = launch_argv("srun", "/bin/arp", ["a", "b"], spec, gpus_per_task=per_task)
@@ -758,7 +758,7 @@ def test_srun_ranks_per_node_follow_gpus_per_task(per_task, tasks, g):
 
 
 def test_gpus_per_task_must_divide_the_node():
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_run import SpecError, launch_argv
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import SpecError, launch_argv
 
     with pytest.raises(SpecError, match="must divide"):
         launch_argv("srun", "/bin/arp", ["a"], {"pool": "p", "gpus_per_node": 8}, gpus_per_task=3)

@@ -1,13 +1,13 @@
-"""The provider's quote beside the brief and the measurement (module_utils/acceptance_quote.py)."""
+"""The provider's quote beside the brief and the measurement (module_utils/acceptance/quote.py)."""
 
 from __future__ import annotations
 
 import copy
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_quote as aq
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import build_report, render_markdown
-from ansible_collections.gpufleet.cluster.plugins.module_utils.brief_schema import validate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import quote as aq
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.report import build_report, render_markdown
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.schema import validate
 
 BRIEF = {
     "networks": {"fabric": {"type": "infiniband", "link_speed_gbps": 400}},

@@ -13,8 +13,8 @@ import random
 import sys
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import acceptance_run as ar
-from ansible_collections.gpufleet.cluster.plugins.module_utils import concurrent_runs as cr
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import run as ar
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import concurrent_runs as cr
 
 FLOOR = 360.0
 POOL = [f"gpu{i:03d}" for i in range(1, 513)]

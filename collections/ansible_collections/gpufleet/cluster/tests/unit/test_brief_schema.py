@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.brief_schema import validate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.schema import validate
 from ansible_collections.gpufleet.cluster.tests.unit.preflight_helpers import DELETE, set_path, site
 
 

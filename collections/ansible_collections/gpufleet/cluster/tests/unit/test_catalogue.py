@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import catalogue as cat
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import catalogue as cat
 
 REQUIRED = [
     "a100-sxm-40gb",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import expand_hostname_range
+from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import expand_hostname_range
 from ansible_collections.gpufleet.cluster.tests.unit.preflight_helpers import FIXTURES
 from gpufleet_cli.cmd_preflight import resolve_paths
 from gpufleet_cli.main import main

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import compat
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import compat
 
 
 @pytest.mark.parametrize(

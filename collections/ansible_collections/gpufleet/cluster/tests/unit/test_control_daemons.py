@@ -1,4 +1,4 @@
-"""The Slurm daemon check of the acceptance: module_utils/control_daemons.py and its filters."""
+"""The Slurm daemon check of the acceptance: module_utils/ops/daemons.py and its filters."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from ansible_collections.gpufleet.cluster.plugins.filter.control_daemons import 
     control_daemon_targets,
     control_daemons_down,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils import control_daemons as daemons
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import daemons
 
 CTL_UNITS = ["slurmctld", "munge", "slurmdbd"]
 NODE_UNITS = ["munge", "slurmd"]

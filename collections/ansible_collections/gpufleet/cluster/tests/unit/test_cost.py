@@ -12,7 +12,7 @@ import os
 from datetime import datetime
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import cost
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import cost
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "cost")
 DAY = (datetime(2026, 3, 1), datetime(2026, 3, 2))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.ctk_config import FilterModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.ctk_config import split_dry_run
+from ansible_collections.gpufleet.cluster.plugins.module_utils.container.ctk_config import split_dry_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ctk"
 

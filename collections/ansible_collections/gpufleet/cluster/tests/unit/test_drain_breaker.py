@@ -1,4 +1,4 @@
-"""The drain circuit breaker: module_utils/drain_breaker.py and its filters (acceptance and remediation)."""
+"""The drain circuit breaker: module_utils/ops/drain_breaker.py and its filters (acceptance and remediation)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ansible_collections.gpufleet.cluster.plugins.filter.drain_breaker import (
     k8s_out_of_service,
     slurm_out_of_service,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils import drain_breaker as breaker
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import drain_breaker as breaker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures", "breaker")
@@ -248,7 +248,7 @@ def _remediation(breaker_decision: dict, outcome: str) -> dict:
 
 
 def test_remediation_report_fails_and_says_so_when_the_breaker_tripped():
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.drift import remediation_markdown
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.ops.drift import remediation_markdown
 
     tripped = drain_breaker(
         ["gpu01", "gpu02"], {"h100": nodes(2)}, field="remediate_drain_max_share", source="remediation"

@@ -1,4 +1,4 @@
-"""Driver drift (module_utils/drift.py and its filters): pins, pool majority, holds, report and Markdown.
+"""Driver drift (module_utils/ops/drift.py and its filters): pins, pool majority, holds, report and Markdown.
 
 Every node's facts are built by ``build_facts`` from the real-format fixtures (``hw_helpers.healthy_raw``),
 changed where a test needs drift the way the tools would print it.
@@ -13,14 +13,14 @@ import json
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.drift import FilterModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils.drift import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.facts import build_facts
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops.drift import (
     COMPONENT_NAMES,
     DEFAULT_HOLD_PATTERNS,
     drift_check,
     drift_markdown,
     remediation_markdown,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts import build_facts
 from hw_helpers import BRIEF, fixture, healthy_raw
 
 PIN = BRIEF["software"]["driver"]  # 570.133.20

@@ -1,4 +1,4 @@
-"""Host firewall rendered from the inventory, and read back from nft -j (module_utils/firewall.py)."""
+"""Host firewall rendered from the inventory, and read back from nft -j (module_utils/net/firewall.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.firewall import FilterModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import firewall as fw
+from ansible_collections.gpufleet.cluster.plugins.module_utils.net import firewall as fw
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "firewall")
 FILTERS = FilterModule().filters()

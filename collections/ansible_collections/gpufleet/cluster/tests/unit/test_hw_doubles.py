@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import hwfacts as h
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw import facts as h
 from hw_helpers import PROFILES, load_profile, profile_path, run_double
 
 # The hardware-gate profiles (other profiles in the directory belong to other scenarios).

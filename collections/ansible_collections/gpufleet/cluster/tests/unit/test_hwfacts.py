@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import hwfacts as h
-from ansible_collections.gpufleet.cluster.plugins.module_utils.hwfacts_common import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw import facts as h
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.parsing import (
     clean,
     parse_cpu_list,
     to_int,

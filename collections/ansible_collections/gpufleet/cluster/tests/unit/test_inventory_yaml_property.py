@@ -1,4 +1,4 @@
-"""The direct YAML reader (module_utils/inventory_yaml.py) against Ansible's own inventory.
+"""The direct YAML reader (module_utils/inventory/reader.py) against Ansible's own inventory.
 
 A seeded generator writes random YAML inventories: groups nested through ``children`` (a group
 written in several places, its hosts and vars split between them), host ranges, the same host in
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import load_inventory
+from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import load_inventory
 from gpufleet_cli.cmd_preflight import ansible_read
 
 ROOT = Path(__file__).resolve().parents[6]

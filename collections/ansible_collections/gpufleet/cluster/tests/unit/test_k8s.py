@@ -1,4 +1,4 @@
-"""The Kubernetes content derived from the brief (module_utils/k8s.py), and every rendered object
+"""The Kubernetes content derived from the brief (module_utils/k8s/objects.py), and every rendered object
 validated offline: built-in kinds against the pinned Kubernetes version's schemas
 (kubernetes-validate), custom resources and kubeadm documents against k8s_schemas.py."""
 
@@ -14,7 +14,9 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter import k8s as k8s_filter
-from ansible_collections.gpufleet.cluster.plugins.module_utils import brief_schema, k8s, preflight
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import schema as brief_schema
+from ansible_collections.gpufleet.cluster.plugins.module_utils.k8s import objects as k8s
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import gate as preflight
 from k8s_schemas import KUBEADM, RULES, SCHEMAS
 from preflight_helpers import DELETE, set_path, site
 

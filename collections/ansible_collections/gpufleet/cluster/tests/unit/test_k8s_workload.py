@@ -1,4 +1,4 @@
-"""The workload acceptance on a Kubernetes brief (module_utils/k8s_workload.py and its filters): the Job
+"""The workload acceptance on a Kubernetes brief (module_utils/acceptance/workload_k8s.py and its filters): the Job
 it renders (validated against the pinned Kubernetes version's schemas, strict), the tenant and queue it
 goes through, Kueue's Workload read back (the queue wait), the Job's pods, the labels and the verdict."""
 
@@ -12,8 +12,9 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter import k8s_workload as kw_filter
-from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s, workload
-from ansible_collections.gpufleet.cluster.plugins.module_utils import k8s_workload as kw
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import workload
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import workload_k8s as kw
+from ansible_collections.gpufleet.cluster.plugins.module_utils.k8s import objects as k8s
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 6))
 IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
@@ -299,7 +300,7 @@ def test_filters_wrap_errors_and_check_their_input():
 
 
 def test_report_workload_section_on_kubernetes():
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import (
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.report import (
         build_report,
         render_markdown,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_debug as nd
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_debug as nd
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
 

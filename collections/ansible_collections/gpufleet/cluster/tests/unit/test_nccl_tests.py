@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import nccl_tests as nt
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_tests as nt
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
 RUN_KEYS = {

@@ -1,5 +1,5 @@
 """Prometheus scrape targets and alert expectations from the brief and the inventory
-(module_utils/observability.py, filter prometheus.py), and the dcgm-exporter test double."""
+(module_utils/ops/observability.py, filter prometheus.py), and the dcgm-exporter test double."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.prometheus import FilterModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import observability as obs
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import observability as obs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, *[".."] * 6))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import check, effective_brief, size_bytes
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import check, effective_brief, size_bytes
 from ansible_collections.gpufleet.cluster.tests.unit.preflight_helpers import DELETE, codes, set_path, site
 
 

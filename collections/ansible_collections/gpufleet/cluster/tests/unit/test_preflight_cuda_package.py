@@ -10,8 +10,8 @@ the inventory pins the package for every GPU host itself.
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import vendor_matrix
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import check
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import vendor_matrix
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import check
 from ansible_collections.gpufleet.cluster.tests.unit.preflight_helpers import site
 
 CODE = "VER_CUDA_PACKAGE_UNKNOWN"

@@ -1,11 +1,11 @@
-"""Device-to-rail mapping and the per-rail addressing / routing plan (module_utils/rails.py)."""
+"""Device-to-rail mapping and the per-rail addressing / routing plan (module_utils/net/rails.py)."""
 
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.rails import FilterModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import rails
+from ansible_collections.gpufleet.cluster.plugins.module_utils.net import rails
 
 IB = {
     "type": "infiniband",

@@ -4,7 +4,7 @@ import random
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.filter import slurm as slurm_filter
-from ansible_collections.gpufleet.cluster.plugins.module_utils import slurm
+from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import conf as slurm
 
 # --------------------------------------------------------------------------- hostlists
 

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.filter.storage import FilterModule
-from ansible_collections.gpufleet.cluster.plugins.module_utils import storage
-from ansible_collections.gpufleet.cluster.plugins.module_utils.storage import (
+from ansible_collections.gpufleet.cluster.plugins.module_utils.storage import plane as storage
+from ansible_collections.gpufleet.cluster.plugins.module_utils.storage.plane import (
     StoragePlanError,
     mount_unit_name,
     scratch_plan,

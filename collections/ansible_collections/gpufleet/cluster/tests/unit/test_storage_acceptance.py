@@ -16,8 +16,8 @@ from ansible_collections.gpufleet.cluster.plugins.filter.storage_acceptance impo
     storage_evaluate,
     storage_not_tested,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils import storage_acceptance as sa
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import build_report, render_markdown
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.report import build_report, render_markdown
+from ansible_collections.gpufleet.cluster.plugins.module_utils.storage import acceptance as sa
 from ansible_collections.gpufleet.cluster.plugins.modules import acceptance_report, storage_bench
 from module_helpers import ExitJson, FailJson, module_args
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils.brief_schema import validate
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import check
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.schema import validate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import check
 from ansible_collections.gpufleet.cluster.tests.unit.preflight_helpers import codes, set_path, site
 
 STORAGE = {

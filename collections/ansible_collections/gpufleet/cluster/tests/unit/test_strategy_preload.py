@@ -38,7 +38,7 @@ def _filter_modules() -> set[str]:
 def test_preload_imports_every_filter_file():
     seen = _probe(
         "linear",
-        "from ansible_collections.gpufleet.cluster.plugins.module_utils.preload import "
+        "from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import "
         "preload_jinja_plugins as p; imported = p()",
     )
     # Importing a strategy does not load them; the preload does, when the strategy starts.
@@ -56,7 +56,7 @@ def test_both_strategies_preload_when_they_start():
 
 
 def test_preload_skips_what_is_missing():
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.preload import preload_jinja_plugins
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import preload_jinja_plugins
 
     assert preload_jinja_plugins(("ansible_collections.gpufleet.cluster.plugins.no_such_package",)) == []
 

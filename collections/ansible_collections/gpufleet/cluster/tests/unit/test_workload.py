@@ -16,11 +16,11 @@ from ansible_collections.gpufleet.cluster.plugins.filter.workload import (
     workload_sbatch_argv,
     workload_spec,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils import workload as wl
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance_report import build_report, render_markdown
-from ansible_collections.gpufleet.cluster.plugins.module_utils.brief_schema import validate
-from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import load_yaml_file
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import check
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import workload as wl
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.report import build_report, render_markdown
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.schema import validate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import load_yaml_file
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import check
 from ansible_collections.gpufleet.cluster.tests.unit.preflight_helpers import DELETE, set_path, site
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -319,7 +319,7 @@ def test_gpus_within_the_named_pool_pass():
 
 
 def test_the_lab_brief_only_warns_that_its_checkpoints_are_local():
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory_yaml import load_inventory
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import load_inventory
 
     inv = load_inventory(os.path.join(REPO, "inventories", "lab", "hosts.yml"))
     found = ours(check(lab_brief(), inv.groups, inv.hostvars))

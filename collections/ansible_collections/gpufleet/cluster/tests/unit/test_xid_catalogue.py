@@ -1,4 +1,4 @@
-"""The XID catalogue (module_utils/xid_catalogue.py): its rows, the kernel-log parser and the violations.
+"""The XID catalogue (module_utils/ops/xid_catalogue.py): its rows, the kernel-log parser and the violations.
 
 The kernel log (fixtures/hw/kernel_log_h100_xids.txt) is in `journalctl -k -b -o short-iso-precise` form:
 an application's Xid 13, a contained error in a MIG instance (NVIDIA's own example line from its memory
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from ansible_collections.gpufleet.cluster.plugins.module_utils import xid_catalogue as xc
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import xid_catalogue as xc
 from hw_helpers import fixture
 
 LOG = fixture("kernel_log_h100_xids.txt")

@@ -1,0 +1,1 @@
+"""The topology brief: its schema, the accelerator catalogue, NVIDIA's compatibility tables and package matrix."""

@@ -1,0 +1,1 @@
+"""The container runtime's configuration (nvidia-ctk for containerd)."""

@@ -1,0 +1,1 @@
+"""Hardware facts gathered on each node (stdlib only: runs on targets) and the hardware gate that judges them."""

@@ -1,0 +1,1 @@
+"""Inventories read the way Ansible reads them, and generated from a rack sheet."""

@@ -1,0 +1,483 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see galaxy.yml)
+"""Read a YAML inventory the way Ansible does, without Ansible (controller only).
+
+For the CLI's ``preflight``, which must not run Ansible and must be fast on
+thousands of hosts: PyYAML's C loader, then Ansible's YAML-inventory semantics:
+
+- ``all`` / ``children`` / ``hosts`` / ``vars``, in the order they are written, host
+  ranges (``gpu[001:016]``), a string where a mapping is expected (``hosts: gpu01``);
+- ``groups[g]`` holds the hosts of ``g`` and of all its descendants, as Ansible's
+  ``groups`` does; every host is in ``all``, hosts in no other group in ``ungrouped``;
+- variable precedence (hash_behaviour=replace, Ansible's default VARIABLE_PRECEDENCE):
+  inventory-file vars of ``all`` < inventory-file vars of other groups (by depth below
+  ``all``, then ``ansible_group_priority``, then name) < ``group_vars/all`` <
+  ``group_vars/<group>`` (same order) < inventory-file host vars < ``host_vars/<host>``;
+- ``group_vars/<g>`` is the first of ``<g>`` (a file, or a directory read recursively in
+  sorted order), ``<g>.yml``, ``<g>.yaml``, ``<g>.json``, as Ansible's host_group_vars
+  plugin finds it; same for host_vars.
+
+Values are data, never templated: ``{{ ... }}`` stays a string. Vault-encrypted
+files and ``!vault`` values cannot be read here: they are skipped and reported.
+What this reader does not reproduce (``host:port`` keys) raises :class:`NotReadDirectly`,
+so that the caller hands the file to Ansible's own inventory instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import re
+import string
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import WARNING, violation
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+VAULT_PLACEHOLDER = "<vault-encrypted>"
+# Ansible's order: a name without extension first (a file, or a directory), then YAML_FILENAME_EXTENSIONS.
+_VAR_EXTS = ("", ".yml", ".yaml", ".json")
+_RANGE_RE = re.compile(r"^(.*?)\[([^\[\]:]*):([^\[\]:]*)(?::([^\[\]:]*))?\](.*)$")
+# A host key with a colon outside [...]: a port (gpu01:2222) or an IPv6 address (so is "[::1]:22").
+_PORT_RE = re.compile(r":(?![^\[]*\])")
+MAX_RANGE = 1_000_000
+
+
+def vault_skipped(host: str) -> dict:
+    """The warning for a host whose !vault values were not decrypted (whichever reader ran)."""
+    return violation(
+        "INPUT_VAULT_SKIPPED",
+        "hostvars",
+        "expected plain values, found !vault values: they are not decrypted here",
+        host=host,
+        severity=WARNING,
+    )
+
+
+class InventoryError(Exception):
+    """Input that cannot be read: the message names the file (and line when known)."""
+
+
+class NotReadDirectly(Exception):
+    """The file is a valid inventory only Ansible's own parser reads exactly (the message says why)."""
+
+
+class _GpufleetLoader(_Loader):  # type: ignore[misc, valid-type]
+    pass
+
+
+def _vault(loader, node):
+    return VAULT_PLACEHOLDER
+
+
+def _unsafe(loader, node):
+    if isinstance(node, yaml.ScalarNode):
+        return loader.construct_scalar(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_mapping(node, deep=True)
+
+
+_GpufleetLoader.add_constructor("!vault", _vault)
+_GpufleetLoader.add_constructor("!unsafe", _unsafe)
+
+
+def load_yaml_file(path: str) -> Any:
+    """Parse one YAML file; :class:`InventoryError` names the file and line on any failure."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise InventoryError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return load_yaml_text(data, path)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while building large acyclic data.
+
+    Parsing an inventory allocates millions of small dicts, lists and strings and frees none of
+    them, so the collector runs many times and each full pass walks everything built so far:
+    its cost grows faster than the file. Nothing built here holds a reference cycle, so pausing
+    it changes no result; it is turned back on (if it was on) as soon as the block ends.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def load_yaml_text(data: bytes | str, path: str) -> Any:
+    try:
+        with _gc_paused():
+            return yaml.load(data, Loader=_GpufleetLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        raise InventoryError(f"{where}: YAML syntax error: {exc.problem or exc}") from None
+    except (yaml.YAMLError, RecursionError, UnicodeDecodeError, ValueError) as exc:
+        raise InventoryError(f"{path}: cannot parse: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def expand_hostname_range(pattern: str) -> list[str]:
+    """``gpu[01:03]`` → gpu01, gpu02, gpu03: Ansible's numeric and alphabetic ranges, with step.
+
+    As Ansible: an empty start is 0, a zero-padded start needs an end of the same width, and a
+    letter range runs over a-z then A-Z. Stricter than Ansible: an end before the start is an
+    error here, where Ansible silently adds no host.
+    """
+    m = _RANGE_RE.match(pattern)
+    if not m:
+        return [pattern]
+    head, beg, end, step, tail = m.groups()
+    beg = beg or "0"
+    try:
+        step_n = int(step) if step else 1
+    except ValueError:
+        raise ValueError(f"bad range step in {pattern!r}") from None
+    if step_n < 1:
+        raise ValueError(f"bad range step in {pattern!r}")
+    if not end:
+        raise ValueError(f"bad range in {pattern!r}: no end value")
+    width = len(beg) if beg[0] == "0" and len(beg) > 1 else 0
+    if width and len(end) != width:
+        raise ValueError(f"bad range in {pattern!r}: zero-padded start and end of different widths")
+    if beg in string.ascii_letters and end in string.ascii_letters:
+        lo, hi = string.ascii_letters.index(beg), string.ascii_letters.index(end)
+        if hi < lo:
+            raise ValueError(f"bad range in {pattern!r}")
+        items = list(string.ascii_letters[lo : hi + 1 : step_n])
+    else:
+        try:
+            lo, hi = int(beg), int(end)
+        except ValueError:
+            raise ValueError(f"bad range in {pattern!r}") from None
+        if hi < lo or (hi - lo) // step_n > MAX_RANGE:
+            raise ValueError(f"bad range in {pattern!r}")
+        items = [str(n).zfill(width) for n in range(lo, hi + 1, step_n)]
+    out: list[str] = []
+    for item in items:
+        out.extend(expand_hostname_range(f"{head}{item}{tail}"))
+    return out
+
+
+@dataclass
+class _Group:
+    name: str
+    vars: dict = field(default_factory=dict)
+    hosts: list[str] = field(default_factory=list)
+    # The same names as ``hosts``, for constant-time membership tests (``hosts`` keeps the order).
+    host_set: set[str] = field(default_factory=set)
+    children: list[str] = field(default_factory=list)
+    parents: list[str] = field(default_factory=list)
+    priority: int = 1  # ansible_group_priority
+
+
+@dataclass
+class Inventory:
+    groups: dict[str, list[str]]
+    hostvars: dict[str, dict]
+    notes: list[dict] = field(default_factory=list)  # warnings about what could not be read
+
+
+class _Builder:
+    def __init__(self, source: str):
+        self.source = source
+        self.groups: dict[str, _Group] = {"all": _Group("all"), "ungrouped": _Group("ungrouped")}
+        self.host_order: list[str] = []
+        self.host_seen: set[str] = set()
+        self.host_vars: dict[str, dict] = {}
+
+    def group(self, name: str) -> _Group:
+        g = self.groups.get(name)
+        if g is None:
+            g = self.groups[name] = _Group(name)
+        return g
+
+    def parse_group(self, name: Any, data: Any, depth: int = 0) -> None:
+        if not isinstance(name, str):
+            raise InventoryError(f"{self.source}: group name must be a string, found {name!r:.60}")
+        if depth > 100:
+            raise InventoryError(f"{self.source}: groups nested more than 100 deep at {name!r:.60}")
+        group = self.group(name)
+        if data is None:
+            return
+        if not isinstance(data, dict):
+            raise InventoryError(f"{self.source}: group {name!r:.60} must be a mapping, found {type(data).__name__}")
+        for key in data:
+            if key not in ("vars", "children", "hosts"):
+                raise InventoryError(
+                    f"{self.source}: group {name!r:.60}: unexpected key {key!r:.60} "
+                    "(only vars, children and hosts are valid)"
+                )
+        # In the order written, as Ansible does: it decides which inline value of a host listed
+        # twice wins, and the order of hosts in their groups.
+        for key, section in data.items():
+            if isinstance(section, str):
+                section = {section: None}  # `hosts: gpu01` is `hosts: {gpu01: }`, as in Ansible
+            if section is None:
+                continue
+            if not isinstance(section, dict):
+                raise InventoryError(f"{self.source}: {key} of group {name!r:.60} must be a mapping")
+            if key == "vars":
+                self.set_group_vars(group, section)
+            elif key == "hosts":
+                self.parse_hosts(group, section)
+            else:
+                for child, cdata in section.items():
+                    self.parse_group(child, cdata, depth + 1)
+                    c = self.groups[child]
+                    if child == name or self._is_ancestor(child, name):
+                        raise InventoryError(f"{self.source}: group {child!r:.60} cannot be a child of itself")
+                    if child not in group.children:
+                        group.children.append(child)
+                    if name not in c.parents:
+                        c.parents.append(name)
+
+    def set_group_vars(self, group: _Group, gvars: dict) -> None:
+        for key, value in gvars.items():
+            if key == "ansible_group_priority":
+                # Not a variable: Ansible orders groups of the same depth by it (default 1).
+                try:
+                    group.priority = int(value)
+                except (TypeError, ValueError):
+                    raise InventoryError(
+                        f"{self.source}: ansible_group_priority of group {group.name!r:.60} must be an integer, "
+                        f"found {value!r:.60}"
+                    ) from None
+            else:
+                group.vars[key] = value
+
+    def parse_hosts(self, group: _Group, hosts: dict) -> None:
+        for pattern, hvars in hosts.items():
+            if not isinstance(pattern, str | int):
+                raise InventoryError(f"{self.source}: host name in group {group.name!r:.60} must be a string")
+            if isinstance(pattern, str) and (pattern.startswith("[") or _PORT_RE.search(pattern)):
+                raise NotReadDirectly(f"host {pattern!r:.60} has a port or an IPv6 address")
+            try:
+                names = expand_hostname_range(str(pattern))
+            except ValueError as exc:
+                raise InventoryError(f"{self.source}: group {group.name!r:.60}: {exc}") from None
+            if hvars is not None and not isinstance(hvars, dict):
+                raise InventoryError(f"{self.source}: vars of host {str(pattern)!r:.60} must be a mapping")
+            for host in names:
+                self.add_host(host, group)
+                if hvars:
+                    self.host_vars.setdefault(host, {}).update(hvars)
+
+    def _is_ancestor(self, candidate: str, of: str) -> bool:
+        todo, seen = [of], set()
+        while todo:
+            g = todo.pop()
+            if g in seen:
+                continue
+            seen.add(g)
+            for p in self.groups[g].parents:
+                if p == candidate:
+                    return True
+                todo.append(p)
+        return False
+
+    def add_host(self, host: str, group: _Group) -> None:
+        if host not in self.host_seen:
+            self.host_seen.add(host)
+            self.host_order.append(host)
+        if host not in group.host_set:
+            group.host_set.add(host)
+            group.hosts.append(host)
+
+
+def _depths(groups: dict[str, _Group]) -> dict[str, int]:
+    depth: dict[str, int] = {}
+
+    def walk(name: str, d: int, stack: frozenset) -> None:
+        if depth.get(name, -1) >= d or name in stack:
+            return
+        depth[name] = d
+        for c in groups[name].children:
+            walk(c, d + 1, stack | {name})
+
+    # Ansible's depth: the longest path down from all; groups written at the top level are
+    # children of all, as are those listed under all's children.
+    for name, g in groups.items():
+        if name != "all" and (not g.parents or "all" in g.parents):
+            walk(name, 1, frozenset({"all"}))
+    depth["all"] = 0
+    for name in groups:
+        depth.setdefault(name, 1)
+    return depth
+
+
+def _var_files(base: str, name: str) -> list[str]:
+    """Files Ansible's host_group_vars plugin reads for ``name`` under ``base``.
+
+    The first of ``name``, ``name.yml``, ``name.yaml``, ``name.json`` that exists, and only that
+    one: a file, or a directory whose files are read in sorted order, recursing into
+    subdirectories where they sort.
+    """
+    for ext in _VAR_EXTS:
+        p = os.path.join(base, name + ext)
+        if os.path.isdir(p):
+            return _dir_var_files(p)
+        if os.path.exists(p):
+            return [p]
+    return []
+
+
+def _dir_var_files(path: str) -> list[str]:
+    files = []
+    for entry in sorted(os.listdir(path)):
+        if entry.startswith(".") or entry.endswith("~"):
+            continue
+        ext = os.path.splitext(entry)[1]
+        full = os.path.join(path, entry)
+        if os.path.isdir(full) and not ext:
+            files.extend(_dir_var_files(full))
+        elif os.path.isfile(full) and ext in _VAR_EXTS:
+            files.append(full)
+    return files
+
+
+def _load_var_files(base: str, name: str, notes: list[dict], host: str | None = None) -> dict:
+    merged: dict = {}
+    for path in _var_files(base, name):
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+        if head.startswith(b"$ANSIBLE_VAULT"):
+            notes.append(
+                violation(
+                    "INPUT_VAULT_SKIPPED",
+                    os.path.basename(path),
+                    f"expected plain YAML, found a vault-encrypted file {path}: skipped (the playbook "
+                    "form of preflight can read it)",
+                    host=host,
+                    severity=WARNING,
+                )
+            )
+            continue
+        data = load_yaml_file(path)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise InventoryError(f"{path}: expected a mapping of variables, found {type(data).__name__}")
+        merged.update(data)
+    return merged
+
+
+_UNREAD = object()
+
+
+def load_inventory(path: str, data: Any = _UNREAD) -> Inventory:
+    """Load a YAML inventory file, with group_vars/ and host_vars/ beside it.
+
+    ``data``: the file's content when the caller has parsed it already (see :func:`load_yaml_file`).
+    Raises :class:`InventoryError` for what Ansible cannot read either, :class:`NotReadDirectly`
+    for what Ansible reads but this reader does not reproduce.
+    """
+    if data is _UNREAD:
+        data = load_yaml_file(path)
+    with _gc_paused():
+        return _build_inventory(path, data)
+
+
+def _build_inventory(path: str, data: Any) -> Inventory:
+    b = _Builder(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InventoryError(f"{path}: expected a YAML inventory (a mapping of groups), found {type(data).__name__}")
+    if data.get("plugin"):
+        raise NotReadDirectly(f"a config of the inventory plugin {str(data['plugin'])!r:.80}")
+    for name, gdata in data.items():
+        b.parse_group(name, gdata)
+    groups = b.groups
+    # Hosts directly in all, or in no group but all → ungrouped (as Ansible does).
+    in_group = {h for name, g in groups.items() if name not in ("all", "ungrouped") for h in g.hosts}
+    ungrouped = groups["ungrouped"]
+    for h in b.host_order:
+        if h not in in_group and h not in ungrouped.host_set:
+            ungrouped.host_set.add(h)
+            ungrouped.hosts.append(h)
+    groups["all"].hosts = list(b.host_order)
+
+    depth = _depths(groups)
+    order = sorted((g for g in groups if g != "all"), key=lambda g: (depth[g], groups[g].priority, g))
+
+    # Descendant host lists (Ansible's groups[g] includes hosts of child groups).
+    resolved: dict[str, list[str]] = {}
+
+    def hosts_of(name: str, stack: frozenset = frozenset()) -> list[str]:
+        if name in resolved:
+            return resolved[name]
+        seen = dict.fromkeys(groups[name].hosts)
+        for c in groups[name].children:
+            if c not in stack:
+                seen.update(dict.fromkeys(hosts_of(c, stack | {name})))
+        resolved[name] = list(seen)
+        return resolved[name]
+
+    out_groups = {"all": list(b.host_order)}
+    for g in order:
+        out_groups[g] = hosts_of(g)
+
+    # Group membership per host, as an ordered list following `order`.
+    memberships: dict[str, list[str]] = {h: [] for h in b.host_order}
+    for g in order:
+        for h in out_groups[g]:
+            memberships[h].append(g)
+
+    base = os.path.dirname(os.path.abspath(path))
+    notes: list[dict] = []
+    gv_dir, hv_dir = os.path.join(base, "group_vars"), os.path.join(base, "host_vars")
+    file_gvars = {g: _load_var_files(gv_dir, g, notes) for g in ["all", *order]} if os.path.isdir(gv_dir) else {}
+
+    # Hosts sharing the same groups share the merged group layer: compute it once per group set.
+    layer_cache: dict[tuple[str, ...], dict] = {}
+    hostvars: dict[str, dict] = {}
+    # One listing of host_vars/ instead of several stat calls per host.
+    hv_names = (
+        {os.path.splitext(e)[0] if os.path.splitext(e)[1] in _VAR_EXTS else e for e in os.listdir(hv_dir)}
+        if os.path.isdir(hv_dir)
+        else set()
+    )
+    for h in b.host_order:
+        key = tuple(memberships[h])
+        layer = layer_cache.get(key)
+        if layer is None:
+            # Ansible's default VARIABLE_PRECEDENCE: all_inventory, groups_inventory,
+            # all_plugins_inventory (group_vars/all), groups_plugins_inventory.
+            layer = dict(groups["all"].vars)
+            for g in key:
+                layer.update(groups[g].vars)
+            layer.update(file_gvars.get("all", {}))
+            for g in key:
+                layer.update(file_gvars.get(g, {}))
+            layer_cache[key] = layer
+        hv = dict(layer)
+        hv.update(b.host_vars.get(h, {}))
+        if h in hv_names:
+            hv.update(_load_var_files(hv_dir, h, notes, host=h))
+        hostvars[h] = hv
+    for h, hv in hostvars.items():
+        if any(v == VAULT_PLACEHOLDER for v in hv.values()):
+            notes.append(vault_skipped(h))
+    return Inventory(out_groups, hostvars, notes)
+
+
+__all__ = [
+    "VAULT_PLACEHOLDER",
+    "Inventory",
+    "InventoryError",
+    "NotReadDirectly",
+    "expand_hostname_range",
+    "load_inventory",
+    "load_yaml_file",
+    "load_yaml_text",
+]

@@ -1,0 +1,1 @@
+"""The Kubernetes side of the brief: every object the Kubernetes roles apply."""

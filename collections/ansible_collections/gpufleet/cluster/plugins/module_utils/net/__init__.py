@@ -1,0 +1,1 @@
+"""The node's networks: fabric rails and their addressing, and the host firewall."""

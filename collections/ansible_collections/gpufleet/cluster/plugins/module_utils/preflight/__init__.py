@@ -1,0 +1,1 @@
+"""The preflight gate: the brief against an inventory, before any host is touched."""

@@ -1,0 +1,1 @@
+"""Slurm's configuration, built from the brief and the inventory."""

@@ -1,0 +1,1 @@
+"""The storage plane: its decisions, its preflight checks and its acceptance."""
