@@ -190,7 +190,7 @@ for v in "${dcgm_versions[@]}"; do
   pkg cuda "$dcgm_cuda" "$dv" "$dcgm_core (= $dv)"
 done
 
-# --- >>> observability (issue #12): DCGM exporter --------------------------------------
+# --- DCGM exporter --------------------------------------
 # datacenter-gpu-manager-exporter as in NVIDIA's CUDA repository: /usr/bin/dcgm-exporter, the
 # nvidia-dcgm-exporter unit and /etc/dcgm-exporter/default-counters.csv. The pinned version
 # first (4.1.3 is paired with DCGM 4.2.3), then a newer one that must never be picked up.
@@ -202,9 +202,8 @@ for v in "${dcgm_exporter_versions[@]}"; do
   mkdir -p "$work/root/$r/DEBIAN" && printf '/etc/dcgm-exporter/default-counters.csv\n' >"$work/root/$r/DEBIAN/conffiles"
   pkg cuda "$dcgm_exporter_pkg" "$dv" "$dcgm_core (>= 1:4.0.0)"
 done
-# --- <<< observability ------------------------------------------------------------------
 
-# --- >>> fabric (issue #10): DOCA-OFED repositories, one per release and distro -------
+# --- DOCA-OFED repositories, one per release and distro -------
 # As linux.mellanox.com/public/repo/doca/<release>/<distro>/x86_64/: a flat repository
 # whose doca-ofed profile meta-package pulls the user space (here Debian's real one).
 doca_repos=()
@@ -219,7 +218,6 @@ for v in "${doca_versions[@]}"; do
     doca_repos+=("$repo")
   done
 done
-# --- <<< fabric -----------------------------------------------------------------------
 
 # --- NVIDIA container toolkit (its own repository, as in production) ------------------
 for v in "${toolkit_versions[@]}"; do
@@ -293,7 +291,7 @@ for repo in cuda libnvidia-container "${doca_repos[@]}"; do
     gpg --homedir "$gnupg" --batch --yes -abs -o Release.gpg Release
   )
 done
-# --- >>> kubernetes (issue #11): pkgs.k8s.io stand-ins, helm release, Kueue / Calico manifests ---
+# --- pkgs.k8s.io stand-ins, helm release, Kueue / Calico manifests ---
 # kubernetes/v<minor>/deb/   flat apt repo like pkgs.k8s.io/core:/stable:/v<minor>/deb/ (kubeadm, kubelet,
 #                            kubectl at the pinned version and a newer one, cri-tools, kubernetes-cni),
 #                            signed with the doubles' key, which is also its Release.key
@@ -361,7 +359,6 @@ sed "s|@MPI_OPERATOR_IMAGE_TAG@|${mpi_operator_version#v}|" "$stack/k8s/mpi-oper
   gpg --homedir "$gnupg" --batch --yes -abs -o Release.gpg Release
   cp "$out/gpufleet-doubles.asc" Release.key
 )
-# --- <<< kubernetes ------------------------------------------------------------------------------
 
 chmod -R a+rX "$out"
 echo "$stamp" >"$out/.stamp"
