@@ -1,0 +1,405 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# Apache License 2.0 (see galaxy.yml)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: pinned_packages
+short_description: Install packages at an exact version, hold them and keep unattended-upgrades away (apt)
+version_added: 0.1.0
+description:
+  - The install path every role of the GPU stack shares on Debian and Ubuntu. One C(dpkg-query) reads which of
+    the packages are not installed at their version; only then does the module ask C(apt-cache show) whether
+    the configured repositories offer them (a clear error naming the packages, the version, apt's own message
+    and O(missing_hint) when not) and run one C(apt-get install) with the exact versions, allowing downgrades
+    and held packages, without recommends, keeping changed configuration files.
+  - Then it holds the packages that C(apt-mark showhold) does not list yet (nothing else is changed, so a
+    second run reports no change) and, when O(unattended_upgrades_file) is set, writes the
+    C(Unattended-Upgrade::Package-Blacklist) file that names them.
+  - Check mode runs none of C(apt-get install), C(apt-mark hold) or the file write; it reports what it would
+    install and hold (also as a diff). On a fresh host the repository may not be configured yet (its source
+    is only previewed by the same check run), so a version the repositories lack is then a warning and the
+    RV(unavailable) list, not a failure.
+  - Debian and Ubuntu only (dpkg and apt); the roles' Red Hat paths use dnf and dnf versionlock.
+options:
+  name:
+    description:
+      - The packages to install, hold and list in the blacklist file.
+      - Each is installed at its version from O(versions), else at O(version); a name with neither is
+        installed at the repository's candidate when it is not installed at all (and still held).
+    type: list
+    elements: str
+    required: true
+  version:
+    description: One exact package version (as dpkg prints it, epoch included) for every name of O(name).
+    type: str
+  versions:
+    description: An exact version per package name; wins over O(version).
+    type: dict
+    default: {}
+  also_install:
+    description:
+      - Packages installed in the same apt transaction when they are not installed at all, at the
+        repository's candidate, and neither held nor listed in the blacklist file (build tools, a runtime the
+        pinned packages need).
+    type: list
+    elements: str
+    default: []
+  upgrade:
+    description:
+      - Also pass the O(name) entries without a version to C(apt-get install) when they are installed,
+        which brings them to the repository's candidate (for a repository that is itself the pin, such as
+        one DOCA release). Reported as installed only when a version changed.
+    type: bool
+    default: false
+  hold:
+    description: Hold the O(name) packages (C(apt-mark hold) of those not held yet). False leaves holds alone.
+    type: bool
+    default: true
+  update_cache:
+    description: Run C(apt-get update) before installing, when something is to be installed (not in check mode).
+    type: bool
+    default: false
+  lock_timeout:
+    description: Seconds apt waits for the dpkg lock (C(DPkg::Lock::Timeout)).
+    type: int
+    default: 60
+  missing_hint:
+    description: Appended to the error when the repositories lack a package at its version (what to run or check).
+    type: str
+    default: ""
+  owner:
+    description: The role that manages the packages, named in the blacklist file's header.
+    type: str
+    default: gpufleet
+  unattended_upgrades_file:
+    description:
+      - Path of the C(apt.conf.d) file listing the O(name) packages (and O(unattended_upgrades_extra)) in
+        C(Unattended-Upgrade::Package-Blacklist); written atomically, mode 0644, only when its content
+        differs. Not written when omitted.
+    type: path
+  unattended_upgrades_note:
+    description: The file's second comment line (why the packages are pinned).
+    type: str
+    default: ""
+  unattended_upgrades_extra:
+    description: More names (or patterns) for the blacklist, neither installed nor held.
+    type: list
+    elements: str
+    default: []
+author: gpufleet developers
+"""
+
+EXAMPLES = r"""
+- name: Install the toolkit at the pinned version and hold it
+  gpufleet.cluster.pinned_packages:
+    name: "{{ cuda_packages }}"
+    version: "{{ cuda_package_version }}"
+    hold: "{{ cuda_hold }}"
+    owner: cuda
+    missing_hint: "The nvidia_driver role configures NVIDIA's CUDA repository: run it first."
+    unattended_upgrades_file: /etc/apt/apt.conf.d/51gpufleet-cuda
+    unattended_upgrades_note: "CUDA is pinned to {{ cuda_version }}: upgrades go through gpufleet only."
+  register: __cuda_install
+
+- name: Reload systemd only when a package was installed (not merely held)
+  ansible.builtin.systemd_service:
+    daemon_reload: true
+  when: __cuda_install.installed | length > 0
+"""
+
+RETURN = r"""
+missing:
+  description:
+    - The packages (C(name=version), or C(name) when unversioned) not installed at their version before the run.
+  type: list
+  elements: str
+  returned: always
+installed:
+  description:
+    - What the run installed or replaced, as C(name=version); in check mode what it would install.
+  type: list
+  elements: str
+  returned: always
+already:
+  description: The O(name) packages already installed at their version, as C(name=version).
+  type: list
+  elements: str
+  returned: always
+held:
+  description: The packages the run held (in check mode, would hold); empty when all were held already.
+  type: list
+  elements: str
+  returned: always
+unavailable:
+  description: Check mode only - the packages the configured repositories do not offer at their version (yet).
+  type: list
+  elements: str
+  returned: always
+unattended_upgrades_changed:
+  description: Whether the blacklist file was (or, in check mode, would be) written.
+  type: bool
+  returned: always
+"""
+
+import os
+import shutil
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+DPKG_FORMAT = "-f=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
+
+
+def parse_dpkg(text: str) -> dict[str, str]:
+    """``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'`` -> installed name -> version.
+
+    Installed means status ``i`` (any wanted state: install, hold, ...) and no error flag; a package that is
+    half-configured, unpacked only, or has only its configuration files left is not installed.
+    """
+    installed: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3:
+            continue
+        name, version, status = parts[0].split(":")[0], parts[1], parts[2]
+        if len(status) >= 2 and status[1] == "i" and status[2:].strip() == "":
+            installed[name] = version
+    return installed
+
+
+def parse_showhold(text: str) -> set[str]:
+    """``apt-mark showhold`` -> held names (it may print ``libnccl2:amd64`` for a multi-arch package)."""
+    return {line.strip().split(":")[0] for line in text.splitlines() if line.strip()}
+
+
+def parse_offered(text: str) -> set[tuple[str, str]]:
+    """``apt-cache show`` stanzas -> {(package, version)}."""
+    offered = set()
+    package = None
+    for line in text.splitlines():
+        if line.startswith("Package: "):
+            package = line[len("Package: ") :].strip()
+        elif line.startswith("Version: ") and package:
+            offered.add((package, line[len("Version: ") :].strip()))
+        elif not line.strip():
+            package = None
+    return offered
+
+
+def spec(name: str, version: str | None) -> str:
+    return f"{name}={version}" if version else name
+
+
+def plan(
+    wanted: dict[str, str | None], extra: list[str], installed: dict[str, str], upgrade: bool
+) -> tuple[list[str], list[str], list[str]]:
+    """(missing, to pass to apt-get install, already at version) for the wanted packages and the extras."""
+    missing, install, already = [], [], []
+    for name, version in wanted.items():
+        have = installed.get(name)
+        if have is None or (version is not None and have != version):
+            missing.append(spec(name, version))
+            install.append(spec(name, version))
+        else:
+            already.append(spec(name, have))
+            if version is None and upgrade:
+                install.append(name)
+    for name in extra:
+        if name not in installed and name not in wanted:
+            missing.append(name)
+            install.append(name)
+    return missing, install, already
+
+
+def lacking(specs: list[str], offered: set[tuple[str, str]]) -> list[str]:
+    """The specs no ``apt-cache show`` stanza offers (name=version exactly, or the bare name at any version)."""
+    names = {package for package, _version in offered}
+    out = []
+    for item in specs:
+        name, sep, version = item.partition("=")
+        if (name, version) not in offered if sep else name not in names:
+            out.append(item)
+    return out
+
+
+def blacklist_text(owner: str, note: str, names: list[str]) -> str:
+    lines = [f"// Managed by gpufleet (role {owner}): local changes are overwritten."]
+    if note:
+        lines.append(f"// {note}")
+    lines.append("Unattended-Upgrade::Package-Blacklist {")
+    lines.extend(f'    "{name}";' for name in names)
+    lines.append("};")
+    return "\n".join(lines) + "\n"
+
+
+class Pinner:
+    def __init__(self, module: AnsibleModule):
+        self.module = module
+        self.env = {"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive", "DEBIAN_PRIORITY": "critical"}
+
+    def run(self, argv: list[str], what: str, check_rc: bool = True) -> tuple[int, str, str]:
+        rc, out, err = self.module.run_command(argv, environ_update=self.env)
+        if check_rc and rc != 0:
+            self.module.fail_json(
+                msg=f"{what} failed (exit {rc}): {(err or out).strip()}", cmd=argv, rc=rc, stdout=out, stderr=err
+            )
+        return rc, out, err
+
+    def dpkg(self, names: list[str]) -> dict[str, str]:
+        # dpkg-query exits 1 when a name is unknown, and still prints the known ones.
+        _rc, out, _err = self.run(["dpkg-query", "-W", DPKG_FORMAT, *names], "dpkg-query", check_rc=False)
+        return parse_dpkg(out)
+
+    def offered(self, specs: list[str]) -> tuple[list[str], str]:
+        """The specs the repositories lack, and apt-cache's message. Some apt versions exit 0 when a name is
+        unknown, so the stanzas printed are what counts."""
+        _rc, out, err = self.run(["apt-cache", "show", *specs], "apt-cache show", check_rc=False)
+        return lacking(specs, parse_offered(out)), err.strip()
+
+    def apt_get(self, *args: str) -> list[str]:
+        timeout = str(self.module.params["lock_timeout"])
+        return ["apt-get", *args, "-o", f"DPkg::Lock::Timeout={timeout}"]
+
+
+def write_blacklist(module: AnsibleModule, path: str, content: str) -> tuple[bool, dict]:
+    before = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            before = handle.read()
+    diff = {"before_header": path, "after_header": path, "before": before, "after": content}
+    changed = before != content
+    if changed and not module.check_mode:
+        directory = os.path.dirname(path) or "."
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpufleet-")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        os.chmod(tmp, 0o644)
+        module.atomic_move(tmp, path)
+    if os.path.exists(path):
+        changed = module.set_mode_if_different(path, "0644", changed)
+    return changed, diff
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "name": {"type": "list", "elements": "str", "required": True},
+            "version": {"type": "str"},
+            "versions": {"type": "dict", "default": {}},
+            "also_install": {"type": "list", "elements": "str", "default": []},
+            "upgrade": {"type": "bool", "default": False},
+            "hold": {"type": "bool", "default": True},
+            "update_cache": {"type": "bool", "default": False},
+            "lock_timeout": {"type": "int", "default": 60},
+            "missing_hint": {"type": "str", "default": ""},
+            "owner": {"type": "str", "default": "gpufleet"},
+            "unattended_upgrades_file": {"type": "path"},
+            "unattended_upgrades_note": {"type": "str", "default": ""},
+            "unattended_upgrades_extra": {"type": "list", "elements": "str", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    names = list(dict.fromkeys(n.strip() for n in p["name"] if n and n.strip()))
+    extra = list(dict.fromkeys(n.strip() for n in p["also_install"] if n and n.strip()))
+    bad = [n for n in names + extra if "=" in n or " " in n]
+    if bad:
+        module.fail_json(msg=f"pinned_packages: give bare package names (versions go in version/versions), found {bad}")
+    wanted = {n: (str(p["versions"][n]) if n in p["versions"] else p["version"]) or None for n in names}
+    unknown = sorted(set(p["versions"]) - set(names))
+    if unknown:
+        module.fail_json(msg=f"pinned_packages: versions names packages not in name: {unknown}")
+    if not shutil.which("dpkg-query"):
+        module.fail_json(msg="pinned_packages: no dpkg-query on this host (Debian and Ubuntu only)")
+
+    pinner = Pinner(module)
+    result = {
+        "changed": False,
+        "missing": [],
+        "installed": [],
+        "already": [],
+        "held": [],
+        "unavailable": [],
+        "unattended_upgrades_changed": False,
+    }
+    diffs: dict = {"before": "", "after": ""}
+    before = pinner.dpkg(list(wanted) + extra) if wanted or extra else {}
+    missing, install, already = plan(wanted, extra, before, p["upgrade"])
+    result.update(missing=missing, already=already)
+
+    if install:
+        if p["update_cache"] and not module.check_mode:
+            pinner.run(pinner.apt_get("update", "-q"), "apt-get update")
+        lack, message = pinner.offered(install)
+        if lack:
+            text = (
+                f"The configured repositories do not offer {', '.join(lack)}"
+                f"{' (' + message + ')' if message else ''}.{' ' + p['missing_hint'] if p['missing_hint'] else ''}"
+            )
+            result["unavailable"] = lack
+            if not module.check_mode:
+                module.fail_json(msg=text, **{k: v for k, v in result.items() if k != "changed"})
+            module.warn(text + " (check mode: the repository may only be previewed yet)")
+        if module.check_mode:
+            result["installed"] = missing
+        else:
+            argv = pinner.apt_get(
+                "install",
+                "-y",
+                "-q",
+                "--no-install-recommends",
+                "--allow-downgrades",
+                "--allow-change-held-packages",
+                "-o",
+                "Dpkg::Options::=--force-confdef",
+                "-o",
+                "Dpkg::Options::=--force-confold",
+                *install,
+            )
+            pinner.run(argv, "apt-get install")
+            after = pinner.dpkg(list(wanted) + extra)
+            result["installed"] = [spec(n, v) for n, v in after.items() if before.get(n) != v]
+            still = plan(wanted, extra, after, False)[0]
+            if still:
+                module.fail_json(
+                    msg=f"apt-get install ran, yet dpkg does not show {', '.join(still)} installed at the version",
+                    **{k: v for k, v in result.items() if k != "changed"},
+                )
+        if result["installed"]:
+            result["changed"] = True
+            for item in missing:
+                name = item.partition("=")[0]
+                diffs["before"] += f"{name}={before[name]}\n" if name in before else f"{name}: not installed\n"
+            diffs["after"] += "".join(f"install {item}\n" for item in result["installed"])
+
+    if p["hold"] and names:
+        _rc, out, _err = pinner.run(["apt-mark", "showhold"], "apt-mark showhold")
+        unheld = [n for n in names if n not in parse_showhold(out)]
+        if unheld:
+            if not module.check_mode:
+                pinner.run(["apt-mark", "hold", *unheld], "apt-mark hold")
+            result["held"] = unheld
+            result["changed"] = True
+            diffs["after"] += "".join(f"hold {n}\n" for n in unheld)
+
+    path = p["unattended_upgrades_file"]
+    prepared = []
+    if path:
+        content = blacklist_text(p["owner"], p["unattended_upgrades_note"], names + p["unattended_upgrades_extra"])
+        changed, file_diff = write_blacklist(module, path, content)
+        result["unattended_upgrades_changed"] = changed
+        if changed:
+            result["changed"] = True
+            prepared.append(file_diff)
+
+    if result["changed"] and (diffs["before"] or diffs["after"]):
+        prepared.insert(0, {"before_header": "packages", "after_header": "packages", **diffs})
+    if prepared:
+        result["diff"] = prepared
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
