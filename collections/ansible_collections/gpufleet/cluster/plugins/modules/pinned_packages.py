@@ -332,7 +332,10 @@ def main() -> None:
     if install:
         if p["update_cache"] and not module.check_mode:
             pinner.run(pinner.apt_get("update", "-q"), "apt-get update")
-        lack, message = pinner.offered(install)
+        # Only the pinned names are looked up: an also_install name may be virtual (apt-cache show refuses
+        # those), and apt-get install names an unknown one itself.
+        pinned = [item for item in install if item.partition("=")[0] in wanted]
+        lack, message = pinner.offered(pinned) if pinned else ([], "")
         if lack:
             text = (
                 f"The configured repositories do not offer {', '.join(lack)}"

@@ -287,6 +287,10 @@ def test_versions_per_package_and_unpinned_extras(apt):
             "also_install": ["containerd", "runc"],
         }
     )
+    # Only the pinned names are looked up (an extra may be a virtual package, which apt-cache show refuses).
+    assert apt.calls("apt-cache") == [
+        ["apt-cache", "show", "nvidia-driver-cuda=570.133.20-1", "nvidia-fabricmanager-570=570.133.20-1"]
+    ]
     install = apt.calls("apt-get")[0]
     assert install[-5:-2] == ["nvidia-driver-cuda=570.133.20-1", "nvidia-fabricmanager-570=570.133.20-1", "containerd"]
     assert sorted(out["installed"]) == [
