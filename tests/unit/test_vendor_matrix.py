@@ -120,7 +120,7 @@ def test_the_lab_driver_path_does_not_move():
     r = role_vars("nvidia_driver", facts("debian12", "x86_64"), lab, {"gpufleet_pool": {"topology": "8gpu-sxm-nvlink"}})
     assert r["nvidia_driver_repo_url"] == "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
     assert r["nvidia_driver_repo_key_url"].endswith("/debian12/x86_64/3bf863cc.pub")
-    assert r["_nvidia_driver_wanted"] == [
+    assert [f"{name}={version}" for name, version in r["_nvidia_driver_pins"]] == [
         "nvidia-driver-cuda=570.133.20-1",
         "nvidia-kernel-open-dkms=570.133.20-1",
         "nvidia-persistenced=570.133.20-1",
@@ -190,10 +190,17 @@ def test_dcgm_exporter_role_matches_the_matrix(os, arch, exporter):
 def test_dcgm_exporter_installs_and_locks_the_pinned_package_on_every_os_family(family):
     """Each OS family of the matrix has an install path that installs the pinned spec and holds it."""
     tasks = yaml.safe_load((ROOT / "roles/dcgm_exporter/tasks" / f"setup-{family}.yml").read_text())
-    manager = {"Debian": "ansible.builtin.apt", "RedHat": "ansible.builtin.dnf"}[family]
+    if family == "Debian":
+        # One gpufleet.cluster.pinned_packages task installs the package at the pin and holds it.
+        installs = [t["gpufleet.cluster.pinned_packages"] for t in tasks if "gpufleet.cluster.pinned_packages" in t]
+        assert [(t["name"], t["version"], t["hold"]) for t in installs] == [
+            (["{{ dcgm_exporter_package }}"], "{{ dcgm_exporter_package_version }}", "{{ dcgm_exporter_hold }}")
+        ]
+        return
+    manager = {"RedHat": "ansible.builtin.dnf"}[family]
     installs = [t for t in tasks if manager in t]
     assert [t[manager]["name"] for t in installs] == ["{{ _dcgm_exporter_install_spec }}"]
-    hold = {"Debian": "ansible.builtin.dpkg_selections", "RedHat": "community.general.dnf_versionlock"}[family]
+    hold = {"RedHat": "community.general.dnf_versionlock"}[family]
     assert [t for t in tasks if hold in t and "dcgm_exporter_hold" in t["when"]], f"{family}: nothing holds it"
 
 
