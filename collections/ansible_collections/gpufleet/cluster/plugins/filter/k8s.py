@@ -28,12 +28,15 @@ description:
     and C(leaf_switch) inventory variables.
   - C(k8s_mpijob) the all-node NCCL acceptance run of one pool as a kubeflow.org/v2beta1 MPIJob.
   - C(k8s_minor) C(1.33.4) to C(1.33).
+  - C(k8s_upgrade_plan) the rolling upgrade to a version (the input, the brief's software.kubernetes) from what
+    C(kubectl version -o json) and C(kubectl get nodes -o json) report, that is which nodes change and in which
+    order, or every reason it cannot start (C(module_utils/k8s/upgrade.py)).
   - C(k8s_etcd_unhealthy) the members C(etcdctl endpoint health --cluster -w json) (the input) does not report
     healthy, one string per member naming its endpoint and error; one when the output is not a member list.
 options:
   _input:
-    description: The brief (C(gpufleet_brief)), except for C(k8s_taint_text) (a taint), C(k8s_minor) (a version)
-      and C(k8s_topology_labels) (the node's rack).
+    description: The brief (C(gpufleet_brief)), except for C(k8s_taint_text) (a taint), C(k8s_minor) and
+      C(k8s_upgrade_plan) (a version) and C(k8s_topology_labels) (the node's rack).
     type: raw
     required: true
 """
@@ -62,12 +65,14 @@ _value:
       C(k8s_cni), C(k8s_kueue), C(k8s_tenancy)
       lists of Kubernetes objects (dicts); C(k8s_kubeadm_join), C(k8s_gpu_operator_values), C(k8s_mpijob) dicts;
       C(k8s_device_plugin_config) a ConfigMap dict or None; C(k8s_tenant_quotas) a dict tenant to pool to
-      C({gpus, resource, shares, cpu, memory_gib}).
+      C({gpus, resource, shares, cpu, memory_gib}); C(k8s_upgrade_plan) a dict C({target, cluster, apply, nodes,
+      order, errors}).
   type: raw
 """
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.k8s import objects as core
+from ansible_collections.gpufleet.cluster.plugins.module_utils.k8s import upgrade
 
 
 def _wrap(fn):
@@ -103,4 +108,5 @@ class FilterModule:
             "k8s_topology_labels": _wrap(core.topology_labels),
             "k8s_etcd_unhealthy": _wrap(core.etcd_unhealthy),
             "k8s_mpijob": _wrap(core.mpijob),
+            "k8s_upgrade_plan": _wrap(upgrade.plan),
         }
