@@ -1,13 +1,15 @@
 # Copyright: gpufleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Sizing and unit cost from Slurm accounting: the two formulas below, with their inputs shown.
+"""Sizing and unit cost from Slurm accounting or Kueue's Workloads: the two formulas below, with their inputs shown.
 
     required_gpu_capacity       = target_work_per_month / useful_work_per_gpu_month
     effective_cluster_unit_cost = (compute + network + storage + support + operations + idle + retries)
                                   / accepted units
 
 Pure. :func:`parse_sacct` reads ``sacct --parsable2`` output (a header line, ``|``-separated; job steps
-such as ``123.batch`` are skipped, only allocations count). :func:`usage` turns jobs into GPU-hours
+such as ``123.batch`` are skipped, only allocations count); :func:`parse_kueue_workloads` reads
+``kubectl get workloads.kueue.x-k8s.io -A -o json`` into the same job records (a Kubernetes brief).
+:func:`usage` turns jobs into GPU-hours
 over a window: allocated (AllocTRES ``gres/gpu`` x elapsed), accepted (COMPLETED), retries (jobs
 that ended without completing: FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, CANCELLED, PREEMPTED...),
 in progress (RUNNING), idle (capacity not allocated) and queue waits (Start - Submit).
@@ -22,7 +24,8 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 
 HOURS_PER_MONTH = 730.0  # 8,760 / 12
 ACCEPTED_STATES = ("COMPLETED",)
@@ -119,6 +122,131 @@ def parse_sacct(text: str) -> list[dict]:
                 "gpus": tres_gpus(row["AllocTRES"]),
             }
         )
+    return jobs
+
+
+# --- Kueue ------------------------------------------------------------------------------------------
+
+# Kueue's Workload (kueue.x-k8s.io/v1beta1, apis/kueue/v1beta1/workload_types.go): conditions Admitted,
+# Finished (reasons Succeeded, Failed, AdmissionChecksRejected, OutOfSync) and Evicted (Preempted,
+# PodsReadyTimeout, AdmissionCheck, ClusterQueueStopped, LocalQueueStopped, Deactivated,
+# MaximumExecutionTimeExceeded, ...). Each maps to the sacct state whose cost it has.
+GPU_RESOURCE = "nvidia.com/gpu"
+_K8S_TIME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+_EVICTED_STATES = {"Preempted": "PREEMPTED", "PodsReadyTimeout": "TIMEOUT", "MaximumExecutionTimeExceeded": "TIMEOUT"}
+
+
+def parse_k8s_time(text: object) -> datetime | None:
+    """A Kubernetes timestamp (RFC 3339, ``2026-03-01T08:05:12Z``) as a naive UTC datetime; None otherwise."""
+    m = _K8S_TIME_RE.match(str(text or "").strip())
+    if not m:
+        return None
+    when = datetime.fromisoformat(m.group(1) + ("+00:00" if m.group(2) == "Z" else m.group(2)))
+    return (when - when.utcoffset()).replace(tzinfo=None)
+
+
+def _quantity(value: object) -> int:
+    """A GPU count from a Kubernetes quantity (``"8"``, ``8``); 0 for anything else."""
+    text = str(value if value is not None else "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+def _workload_gpus(wl: Mapping) -> int:
+    """GPUs the Workload holds: its admission's resourceUsage (the total of all the pod set's pods, as
+    Kueue admitted it), else the pod sets' count times each pod's GPU requests (or limits)."""
+    assignments = ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []
+    if assignments:
+        return sum(_quantity((a.get("resourceUsage") or {}).get(GPU_RESOURCE)) for a in assignments)
+    total = 0
+    for ps in (wl.get("spec") or {}).get("podSets") or []:
+        containers = ((ps.get("template") or {}).get("spec") or {}).get("containers") or []
+        per_pod = 0
+        for c in containers:
+            res = c.get("resources") or {}
+            per_pod += _quantity(
+                (res.get("requests") or {}).get(GPU_RESOURCE) or (res.get("limits") or {}).get(GPU_RESOURCE)
+            )
+        total += per_pod * _quantity(ps.get("count", 1))
+    return total
+
+
+def parse_kueue_workloads(doc: object, now: datetime | None = None) -> list[dict]:
+    """``kubectl get workloads.kueue.x-k8s.io -A -o json`` → one job record per Workload, as :func:`parse_sacct`.
+
+    Submit is the Workload's creation, start its Admitted condition's time, end its Finished condition's
+    time. Finished/Succeeded is ``COMPLETED``, any other Finished reason ``FAILED``; admitted and not
+    finished is ``RUNNING`` (elapsed up to ``now``, default the current UTC time); evicted and not admitted
+    again is ``PREEMPTED`` (``TIMEOUT`` for a PodsReady or execution-time eviction; any other reason
+    ``CANCELLED``), its accumulated run time up to the eviction; never admitted is ``PENDING``. The time
+    an evicted Workload ran before its current admission (``status.accumulatedPastExexcutionTimeSeconds``)
+    is a second, ``PREEMPTED`` record just before that admission: work done and lost. Kueue deletes a
+    Workload with its Job: a Job deleted before the report is not counted (docs/cost.md).
+    """
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("items"), list):
+        raise CostError(
+            "expected kubectl get workloads.kueue.x-k8s.io -A -o json (a List with items), found "
+            + (f"a mapping with keys {sorted(doc)[:6]}" if isinstance(doc, Mapping) else type(doc).__name__)
+        )
+    jobs = []
+    for wl in doc["items"]:
+        if not isinstance(wl, Mapping) or wl.get("kind", "Workload") != "Workload":
+            continue
+        meta = wl.get("metadata") or {}
+        status = wl.get("status") or {}
+        conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+
+        def _at(ctype, conds=conds):
+            c = conds.get(ctype) or {}
+            return parse_k8s_time(c.get("lastTransitionTime")) if c.get("status") == "True" else None
+
+        submit = parse_k8s_time(meta.get("creationTimestamp"))
+        elapsed_to = None
+        finished, evicted = _at("Finished"), _at("Evicted")
+        past = status.get("accumulatedPastExexcutionTimeSeconds")
+        past = past if isinstance(past, int) and not isinstance(past, bool) and past > 0 else 0
+        # Admitted since (QuotaReserved when the admission checks' condition is not kept).
+        start, end = _at("Admitted") or _at("QuotaReserved"), None
+        if finished:
+            state = "COMPLETED" if (conds.get("Finished") or {}).get("reason") == "Succeeded" else "FAILED"
+            end = finished
+        elif start:
+            state = "RUNNING"
+            elapsed_to = now or datetime.now(UTC).replace(tzinfo=None)
+        elif evicted:
+            # Not admitted again: every second it ran is in the accumulated time, up to the eviction.
+            state = _EVICTED_STATES.get((conds.get("Evicted") or {}).get("reason", ""), "CANCELLED")
+            start, end = (evicted - timedelta(seconds=past), evicted) if past else (None, None)
+            past = 0
+        else:
+            state = "PENDING"
+        owner = next(iter(meta.get("ownerReferences") or []), {}) or {}
+        record = {
+            "job_id": f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+            "name": owner.get("name", meta.get("name", "")),
+            "user": "",
+            "account": (wl.get("spec") or {}).get("queueName", ""),
+            "state": state,
+            "exit_code": "",
+            "submit": submit,
+            "start": start,
+            "end": end,
+            "elapsed_s": int(max(((end or elapsed_to) - start).total_seconds(), 0))
+            if start and (end or elapsed_to)
+            else 0,
+            "gpus": _workload_gpus(wl),
+        }
+        jobs.append(record)
+        if past and start is not None:
+            jobs.append(
+                {
+                    **record,
+                    "job_id": record["job_id"] + "#evicted",
+                    "state": "PREEMPTED",
+                    "start": start - timedelta(seconds=past),
+                    "end": start,
+                    "elapsed_s": past,
+                }
+            )
     return jobs
 
 
@@ -473,6 +601,7 @@ __all__ = [
     "HOURS_PER_MONTH",
     "SACCT_FIELDS",
     "CostError",
+    "parse_kueue_workloads",
     "parse_sacct",
     "plot_money",
     "render_markdown",
