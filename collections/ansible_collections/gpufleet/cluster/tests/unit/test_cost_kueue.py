@@ -144,7 +144,7 @@ def test_workloads_become_job_records_with_the_states_their_cost_has():
 
 def test_usage_from_workloads_counts_gpu_hours_as_sacct_does():
     jobs = cost.parse_kueue_workloads(DOC, now=NOW)
-    use = cost.usage(jobs, 32, datetime(2026, 3, 1, 8, 0), datetime(2026, 3, 1, 12, 0))
+    use = cost.usage(jobs, 32, datetime(2026, 3, 1, 8, 0), datetime(2026, 3, 1, 12, 0), source="Kueue Workloads")
     assert use["accepted_gpu_hours"] == pytest.approx(32.0)  # 16 GPUs x 2 h
     assert use["retry_gpu_hours_by_state"] == pytest.approx({"FAILED": 4.0, "PREEMPTED": 8.0 + 2.0})
     assert use["in_progress_gpu_hours"] == pytest.approx(8.0)
@@ -167,3 +167,11 @@ def test_timestamps_are_utc(stamp):
 def test_not_a_workload_list(doc):
     with pytest.raises(cost.CostError, match=r"kubectl get workloads\.kueue\.x-k8s\.io -A -o json"):
         cost.parse_kueue_workloads(doc)
+
+
+def test_the_report_names_its_source():
+    jobs = cost.parse_kueue_workloads(DOC, now=NOW)
+    use = cost.usage(jobs, 32, datetime(2026, 3, 1, 8, 0), datetime(2026, 3, 1, 12, 0), source="Kueue Workloads")
+    section = {"monthly": {"compute": 73000}, "unit": {"name": "training job", "measure": "completed_jobs"}}
+    text = cost.render_markdown(cost.unit_cost(use, section))
+    assert "Kueue Workloads 2026-03-01T08:00:00 → 2026-03-01T12:00:00 (4 h), 32 GPUs" in text

@@ -273,9 +273,15 @@ def kind_of(state: str) -> str:
 
 
 def usage(
-    jobs: list[dict], gpus: int, window_start: datetime | None = None, window_end: datetime | None = None
+    jobs: list[dict],
+    gpus: int,
+    window_start: datetime | None = None,
+    window_end: datetime | None = None,
+    source: str = "Slurm accounting",
 ) -> dict:
     """GPU-hours of the cluster's ``gpus`` over a window (default: from the first start to the last end).
+
+    ``source`` names where the jobs came from in the report ("Slurm accounting", "Kueue Workloads").
 
     Each job counts ``gpus x`` the part of its run inside the window.
     """
@@ -319,6 +325,7 @@ def usage(
     capacity = gpus * window_h
     return {
         "gpus": gpus,
+        "source": source,
         "window_start": window_start.isoformat(),
         "window_end": window_end.isoformat(),
         "window_hours": window_h,
@@ -463,7 +470,8 @@ def render_markdown(rep: dict) -> str:
     out = [
         "# Sizing and unit cost",
         "",
-        f"Slurm accounting {use['window_start']} → {use['window_end']} ({_h(use['window_hours'])} h), "
+        f"{use.get('source', 'Slurm accounting')} {use['window_start']} → {use['window_end']} "
+        f"({_h(use['window_hours'])} h), "
         f"{use['gpus']} GPUs; costs per month ({HOURS_PER_MONTH:.0f} h), in {cur}; unit: {unit}.",
         "",
     ]
