@@ -23,10 +23,17 @@ help:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt
+# The venv: requirements.txt, then the project's own package (pyproject.toml: the CLI,
+# .venv/bin/gpufleet), editable so that it runs this checkout's code, built offline by the venv's own
+# setuptools (requirements.txt pins it); and collections/ on the venv's path (gpufleet-collections.pth),
+# so that the CLI imports the collection's core as ansible_collections.gpufleet.cluster (Ansible itself
+# loads it from ansible.cfg's collections_path).
+$(VENV)/.installed: requirements.txt pyproject.toml
 	@python3 -m venv --help >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q python3-venv; }
 	@[ -x $(BIN)/python ] || python3 -m venv $(VENV)
 	@t0=$$(date +%s); $(BIN)/pip install -q --disable-pip-version-check -r requirements.txt; \
+	  $(BIN)/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .; \
+	  echo "$(CURDIR)/collections" >"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/gpufleet-collections.pth"; \
 	  echo "== venv: pip install took $$(( $$(date +%s) - t0 )) s"
 	@touch $@
 
