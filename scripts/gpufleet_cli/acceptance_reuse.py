@@ -33,6 +33,8 @@ import json
 import os
 import time
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import write_atomic
+
 from .common import ROOT
 
 RECORD_DIR = os.path.join(ROOT, ".cache", "acceptance")
@@ -192,8 +194,6 @@ def save(
         "fingerprint": fp,
         "hosts": hosts,
     }
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import write_atomic
-
     write_atomic(path, json.dumps(rec, indent=2, sort_keys=True) + "\n")
     return path
 

@@ -1,7 +1,6 @@
 """``gpufleet report cost``: sizing and effective unit cost from Slurm accounting and the brief's ``cost:``.
 
-Not a subcommand of its own: ``cmd_report`` adds these options to ``gpufleet report`` and hands over
-when PATH is ``cost``. Inputs:
+A subcommand of ``gpufleet report`` (``cmd_report`` adds it with :func:`register_report`). Inputs:
 
 - Slurm accounting: ``--sacct FILE`` (``sacct --parsable2`` output with its header; ``-`` for stdin), or
   sacct run on the first Slurm controller of ``-i INVENTORY`` through Ansible (ad hoc, read-only);
@@ -17,22 +16,34 @@ Exit codes: 0 the report was printed (whatever the cluster's cost); 2 unreadable
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.schema import validate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import format_text
+from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import InventoryError, load_yaml_file
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import cost
+
+from .cmd_preflight import load_source, resolve_source
 from .common import EXIT_OK, ROOT, CliError
+from .reports import add_dir_option, find_reports, load_json
 
 
-def register(sub) -> None:
-    """No subcommand of its own: ``gpufleet report`` calls :func:`add_arguments` and :func:`run`."""
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("report cost (gpufleet report cost ...)")
+def register_report(reports) -> None:
+    """``gpufleet report cost``, on ``report``'s subcommands."""
+    g = reports.add_parser(
+        "cost",
+        help="the cluster's unit cost from the brief's cost: section and Slurm accounting (sacct)",
+        description=(
+            "Sizing and effective unit cost: the brief's cost: section (monthly costs, the unit of accepted work, "
+            "the baseline), the cluster's GPUs and Slurm accounting (--sacct FILE, or sacct run on the first "
+            "controller of -i INVENTORY), with the latest acceptance report's verdict. See docs/cost.md. "
+            "Exit 0: the report was printed; 2: unreadable or missing input."
+        ),
+    )
     g.add_argument("--sacct", metavar="FILE", help="sacct --parsable2 output (with header; - for stdin)")
     g.add_argument(
         "-i",
@@ -48,12 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--acceptance", metavar="FILE", help="acceptance.json (default: the latest under --dir)")
     g.add_argument("--png", metavar="FILE", help="also draw where the money goes (needs matplotlib)")
     g.add_argument("--format", choices=("markdown", "json"), default="markdown", help="output (default: markdown)")
-
-
-def _cost_module():
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import cost
-
-    return cost
+    add_dir_option(g, inherited=True)
+    g.set_defaults(func=run)
 
 
 def _time(text: str | None, what: str) -> datetime | None:
@@ -69,17 +76,10 @@ def _time(text: str | None, what: str) -> datetime | None:
 
 def load_brief(args) -> tuple[dict, dict | None]:
     """(brief, inventory or None). The inventory is read by preflight's loader (every ``-i`` form)."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
-        InventoryError,
-        load_yaml_file,
-    )
-
     inv = None
     brief_file = args.brief
     try:
         if args.inventory:
-            from .cmd_preflight import load_source, resolve_source
-
             src, brief_file = resolve_source(args.inventory, args.brief)
             inv, read = load_source(src)
             print(f"inventory: {read}", file=sys.stderr)
@@ -93,9 +93,6 @@ def load_brief(args) -> tuple[dict, dict | None]:
 
 
 def cost_section(brief: dict) -> dict:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.schema import validate
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import format_text
-
     violations, clean = validate(brief)
     ours = [v for v in violations if (v.get("field") or "").startswith("cost")]
     if ours:
@@ -126,7 +123,6 @@ def cluster_gpus(clean: dict, inv, override: int | None) -> int:
 
 def sacct_via_ansible(inventory: str, clean: dict, inv, since: str, until: str) -> str:
     """Run sacct on the first controller (read-only, ad hoc) and return its stdout."""
-    cost = _cost_module()
     group = (clean.get("controllers") or {}).get("group")
     hosts = inv.groups.get(group) or [] if inv is not None else []
     if not hosts:
@@ -157,8 +153,6 @@ def sacct_via_ansible(inventory: str, clean: dict, inv, since: str, until: str) 
 
 
 def latest_acceptance(args) -> dict | None:
-    from .cmd_report import find_reports, load_json
-
     if args.acceptance:
         return load_json(args.acceptance)
     found = find_reports(args.dir, "acceptance")
@@ -166,7 +160,6 @@ def latest_acceptance(args) -> dict | None:
 
 
 def run(args) -> int:
-    cost = _cost_module()
     brief, inv = load_brief(args)
     clean = cost_section(brief)
     gpus = cluster_gpus(clean, inv, args.gpus)

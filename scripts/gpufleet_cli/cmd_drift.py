@@ -22,6 +22,7 @@ import time
 
 from .common import EXIT_FAILED, EXIT_OK, ROOT, CliError
 from .runner import add_run_arguments, options_from_args, run_playbook
+from .table import columns
 
 REPORTS_DIR = os.path.join(ROOT, "reports")
 _SERIAL_RE = re.compile(r"^[1-9]\d*%?$")
@@ -173,12 +174,6 @@ def _text(value) -> str:
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
-def _columns(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    """Left-aligned columns; the last one is not padded (it holds free text)."""
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
-    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in [head, *rows]]
-
-
 def drift_table(report: dict) -> str:
     """One row per drift item (a clean node: one row), drifted first, then unknown, then clean."""
     nodes = report.get("nodes") or {}
@@ -215,7 +210,7 @@ def drift_table(report: dict) -> str:
         f"{counts['clean']} clean of {len(nodes)} nodes"
     ]
     if rows:
-        lines += _columns(("host", "pool", "status", "component", "expected", "found", "basis"), rows)
+        lines += columns(rows, ("host", "pool", "status", "component", "expected", "found", "basis"), indent="  ")
     return "\n".join(lines)
 
 
@@ -252,7 +247,7 @@ def remediation_table(report: dict) -> str:
         # Tripped: nothing was drained (the nodes are BLOCKED); forced: it went on anyway.
         lines.append(_text(breaker["message"]))
     if rows:
-        lines += _columns(("host", "before", "outcome", "gate", "acceptance", "reason"), rows)
+        lines += columns(rows, ("host", "before", "outcome", "gate", "acceptance", "reason"), indent="  ")
     else:
         lines.append("  no node needed remediation")
     return "\n".join(lines)

@@ -1,7 +1,7 @@
 """``gpufleet report history NODE``: one node's acceptance, hardware gate and drift results, oldest first.
 
-Not a subcommand of its own: ``cmd_report`` adds these options to ``gpufleet report`` and hands over
-when PATH is ``history``. The history store is ``<--dir>/<cluster>/history.jsonl``
+A subcommand of ``gpufleet report`` (``cmd_report`` adds it with :func:`register_report`). The history
+store is ``<--dir>/<cluster>/history.jsonl``
 (``module_utils/acceptance/history.py``; appended by every acceptance report, hardware gate and drift
 check). The cluster is the brief's ``cluster.name`` (``-i INVENTORY`` or ``--brief``), ``--cluster``, or
 the only cluster under ``--dir`` that has a history.
@@ -20,29 +20,48 @@ import json
 import os
 import sys
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.history import HistoryError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import markdown_table
+
+from .cmd_cost import load_brief
 from .common import EXIT_OK, CliError
+from .reports import add_dir_option
 
 
-def register(sub) -> None:
-    """No subcommand of its own: ``gpufleet report`` calls :func:`add_arguments` and :func:`run`."""
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("report history (gpufleet report history NODE ...)")
+def register_report(reports) -> None:
+    """``gpufleet report history NODE``, on ``report``'s subcommands."""
+    g = reports.add_parser(
+        "history",
+        help="one node's acceptance, hardware gate and drift results over time, and its trend",
+        description=(
+            "One node's records from <--dir>/<cluster>/history.jsonl, oldest first, then its trend per figure "
+            "since its first acceptance. Exit 0: printed; 2: no history, no record of the node, or unreadable input."
+        ),
+    )
+    g.add_argument("node", metavar="NODE", help="the node whose history to print")
+    g.add_argument(
+        "-i",
+        "--inventory",
+        metavar="PATH",
+        help="inventory as for preflight (its brief.yml gives the cluster's name and the degradation rule)",
+    )
+    g.add_argument("--brief", metavar="FILE", help="the brief (default: the inventory's brief.yml)")
     g.add_argument(
         "--cluster",
         metavar="NAME",
         help="the cluster whose history to read (default: the brief's cluster.name with -i/--brief, else the only "
         "cluster under --dir with a history)",
     )
+    g.add_argument("--format", choices=("markdown", "json"), default="markdown", help="output (default: markdown)")
+    add_dir_option(g, inherited=True)
+    g.set_defaults(func=run)
 
 
 def _cluster(args) -> str:
     if getattr(args, "cluster", None):
         return args.cluster
     if args.inventory or args.brief:
-        from .cmd_cost import load_brief
-
         brief, _ = load_brief(args)
         name = ((brief or {}).get("cluster") or {}).get("name") if isinstance(brief, dict) else None
         if not isinstance(name, str) or not name:
@@ -60,13 +79,7 @@ def _cluster(args) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.history import HistoryError
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import markdown_table
-
     node = args.node
-    if not node:
-        raise CliError("report history: name the node (gpufleet report history NODE)")
     cluster = _cluster(args)
     path = history.store_path(args.dir, cluster)
     if not os.path.isfile(path):
@@ -78,8 +91,6 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{path}: no record of {node} (is it a node of cluster {cluster}?)")
     brief = None
     if args.inventory or args.brief:
-        from .cmd_cost import load_brief
-
         brief, _ = load_brief(args)
     try:
         trends, degraded = history.trends(records, brief)

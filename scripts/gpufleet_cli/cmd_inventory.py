@@ -12,14 +12,31 @@ import os
 import sys
 import textwrap
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import schema as brief_schema
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import write_atomic
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import format_report
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import has_errors, sort_key
+from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.generator import (
+    SHEET_COLUMNS,
+    generate,
+    parse_bases,
+    parse_sheet,
+    render_hosts_yml,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
+    InventoryError,
+    load_inventory,
+    load_yaml_text,
+)
+
+from .cmd_preflight import run_preflight
 from .common import EXIT_FAILED, EXIT_INPUT, EXIT_OK, CliError
+from .table import columns
 
 MAX_SHEET_BYTES = 64 * 1024 * 1024
 
 
 def register(sub) -> None:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.generator import SHEET_COLUMNS
-
     p = sub.add_parser(
         "inventory",
         help="inventory tools: generate hosts.yml from a rack sheet",
@@ -27,13 +44,12 @@ def register(sub) -> None:
     )
     isub = p.add_subparsers(dest="inventory_command", metavar="SUBCOMMAND")
     isub.required = True
-    width = max(len(k) for k in SHEET_COLUMNS)
-    columns = "\n".join(f"  {k:<{width}}  {v}" for k, v in SHEET_COLUMNS.items())
+    sheet_columns = "\n".join(columns(SHEET_COLUMNS.items(), indent="  "))
     gen = isub.add_parser(
         "generate",
         help="write hosts.yml from a rack sheet (CSV) and the brief's networks, then run preflight on it",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=f"rack sheet columns (header row required; other columns are refused):\n{columns}",
+        epilog=f"rack sheet columns (header row required; other columns are refused):\n{sheet_columns}",
         description=_wrap(
             "Allocate management, BMC, storage and per-rail fabric addresses for every row of a rack sheet from "
             "the brief's networks, write DIR/hosts.yml (and DIR/brief.yml when DIR has none), then run preflight "
@@ -97,11 +113,6 @@ def _read_text(path: str, what: str) -> str:
 
 
 def _load_existing(hosts_file: str) -> dict:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
-        InventoryError,
-        load_inventory,
-    )
-
     if not os.path.isfile(hosts_file):
         return {}
     try:
@@ -110,24 +121,7 @@ def _load_existing(hosts_file: str) -> dict:
         raise CliError(f"{exc} (the existing inventory is read to keep its addresses: fix or remove it)") from None
 
 
-def _write_atomic(path: str, text: str) -> None:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import write_atomic
-
-    write_atomic(path, text)
-
-
 def run_generate(args) -> int:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import schema as brief_schema
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.generator import (
-        generate,
-        parse_bases,
-        parse_sheet,
-        render_hosts_yml,
-    )
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
-        InventoryError,
-        load_yaml_text,
-    )
 
     try:
         bases = parse_bases(args.base)
@@ -171,10 +165,10 @@ def run_generate(args) -> int:
         return EXIT_OK
     try:
         os.makedirs(out_dir, exist_ok=True)
-        _write_atomic(hosts_file, text)
+        write_atomic(hosts_file, text)
         brief_copy = os.path.join(out_dir, "brief.yml")
         if not os.path.exists(brief_copy):
-            _write_atomic(brief_copy, brief_text)
+            write_atomic(brief_copy, brief_text)
             print(f"wrote {brief_copy} (a copy of {args.brief})")
         elif (
             os.path.realpath(brief_copy) != os.path.realpath(args.brief)
@@ -201,11 +195,6 @@ def run_generate(args) -> int:
 
 
 def _preflight(out_dir: str, brief: str) -> int:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import format_report
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import has_errors, sort_key
-
-    from .cmd_preflight import run_preflight
-
     violations, timing = run_preflight(out_dir, brief)
     violations = sorted(violations, key=sort_key)
     ok = not has_errors(violations)

@@ -28,6 +28,7 @@ import tempfile
 
 from . import acceptance_reuse
 from .common import EXIT_FAILED, FACT_CACHE, ROOT, CliError
+from .table import columns
 
 SCENARIO = "lab"
 INVENTORY = os.path.join(ROOT, "inventories", "lab")
@@ -256,10 +257,9 @@ def run(args) -> int:
     count = getattr(args, "gpu_nodes", BASE_GPU_NODES)
     if args.action == "status":
         rows = _status()
-        for host, state in rows:
-            print(f"{host:<12} {state}")
-        for host in _lab_containers():
-            print(f"{host:<12} added (--gpu-nodes)")
+        added = [(host, "added (--gpu-nodes)") for host in _lab_containers()]
+        for line in columns([*rows, *added], min_widths=(12,), gap=" "):
+            print(line)
         return 0 if all(s.startswith("Up") for _, s in rows) else EXIT_FAILED
     if args.action == "down":
         rc = _run(["molecule", "destroy", "-s", SCENARIO])

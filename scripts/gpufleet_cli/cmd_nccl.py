@@ -10,6 +10,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl import human_size, summarize_run
 
 from .common import CliError
+from .table import columns
+
+# The per-size table of a run: its columns and their least widths (the layout of nccl-tests' own table).
+NCCL_HEAD = ("size", "type", "oop busbw", "ip busbw", "oop time us", "ip time us", "#wrong")
+NCCL_WIDTHS = (10, 6, 10, 9, 11, 10, 9)
 
 _MAX_BYTES = 256 * 1024 * 1024  # a log bigger than this is not an nccl-tests log
 
@@ -91,16 +96,19 @@ def format_text(result: dict) -> str:
             f"{run['file']}: {run['collective'] or 'nccl-tests'}, {run['ranks'] or '?'} ranks on {hosts} ({gpus}), "
             f"NCCL {run['nccl_version'] or '?'}"
         )
-        lines.append(
-            f"  {'size':>10}  {'type':>6}  {'oop busbw':>10}  {'ip busbw':>9}  {'oop time us':>11}  "
-            f"{'ip time us':>10}  {'#wrong':>9}"
-        )
-        for r in run["rows"]:
-            wrong = f"{_w(r['oop_wrong'])}/{_w(r['ip_wrong'])}"
-            lines.append(
-                f"  {human_size(r['size']):>10}  {r['type']:>6}  {_f(r['oop_busbw']):>10}  {_f(r['ip_busbw']):>9}  "
-                f"{_f(r['oop_time_us'], '.1f'):>11}  {_f(r['ip_time_us'], '.1f'):>10}  {wrong:>9}"
+        rows = [
+            (
+                human_size(r["size"]),
+                r["type"],
+                _f(r["oop_busbw"]),
+                _f(r["ip_busbw"]),
+                _f(r["oop_time_us"], ".1f"),
+                _f(r["ip_time_us"], ".1f"),
+                f"{_w(r['oop_wrong'])}/{_w(r['ip_wrong'])}",
             )
+            for r in run["rows"]
+        ]
+        lines += columns(rows, NCCL_HEAD, right=range(len(NCCL_HEAD)), min_widths=NCCL_WIDTHS, indent="  ")
         s = summarize_run(run)
         lines.append(
             f"  busbw at {human_size(s['largest_size'])}: {_f(s['busbw_largest'])} GB/s; peak {_f(run['peak_busbw'])}; "

@@ -27,6 +27,19 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import format_report
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import has_errors, sort_key
+from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
+    VAULT_PLACEHOLDER,
+    Inventory,
+    InventoryError,
+    NotReadDirectly,
+    load_inventory,
+    load_yaml_file,
+    vault_skipped,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import READ_HOST_VARS, check
+
 from .common import EXIT_FAILED, EXIT_OK, ROOT, CliError
 
 INVENTORY_NAMES = ("hosts.yml", "hosts.yaml")
@@ -109,8 +122,6 @@ def _entry_form(path: str) -> str:
 
 def _yaml_source(path: str, shown: str) -> InventorySource:
     """A .yml/.yaml source: read directly unless it is an inventory plugin's config."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import load_yaml_file
-
     data = load_yaml_file(path)  # a syntax error is an error here, as it is for Ansible's yaml plugin
     if isinstance(data, dict) and data.get("plugin"):
         return InventorySource(shown, f"plugin config ({str(data['plugin'])[:80]}): {os.path.basename(path)}")
@@ -122,8 +133,6 @@ def resolve_source(inventory: str, brief: str | None) -> tuple[InventorySource, 
 
     The brief is PATH/brief.yml for a directory; any other form needs ``--brief``.
     """
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import InventoryError
-
     try:
         if os.path.isdir(inventory):
             entries = [e for e in sorted(os.listdir(inventory)) if not _IGNORED_ENTRY.search(e)]
@@ -170,12 +179,6 @@ def resolve_paths(inventory: str, brief: str | None) -> tuple[str, str]:
 
 def load_source(src: InventorySource):
     """The inventory (groups, host variables, notes) and how it was read ("read directly (...)")."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
-        InventoryError,
-        NotReadDirectly,
-        load_inventory,
-    )
-
     form = src.form
     if src.direct:
         try:
@@ -240,9 +243,6 @@ def ansible_read(sources: list[str], keys: list[str] | None = None, timeout: flo
 
 def load_with_ansible(path: str, form: str):
     """An :class:`Inventory` from Ansible's own inventory; CliError names the file, form and Ansible's message."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import Inventory, vault_skipped
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import READ_HOST_VARS
-
     (result,) = ansible_read([path], keys=list(READ_HOST_VARS))
     if "error" in result:
         # Inside a directory, the source that failed (named under PATH as given), with its own form.
@@ -269,8 +269,6 @@ def _plain(value: Any, encrypted: type, vault: list[bool], depth: int = 0) -> An
     """Ansible's tagged values as plain JSON data, as the playbook's preflight filter hands them to the
     checks (never templated). A vault-encrypted value that cannot be decrypted becomes the placeholder
     the direct reader uses, and ``vault[0]`` is set."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import VAULT_PLACEHOLDER
-
     if depth > 20:
         return None
     if isinstance(value, bool) or value is None:
@@ -302,6 +300,7 @@ def _ansible_child() -> None:  # pragma: no cover - runs in the child Python
     # would walk the whole growing inventory again and again (a quarter of the time at 16,384
     # hosts) to free almost nothing, so it stays off; the memory goes back when the process ends.
     gc.disable()
+    # Ansible's own modules load its configuration and plugin loader when imported: only in this child.
     from ansible import constants as C
     from ansible.cli import CLI
     from ansible.cli.inventory import InventoryCLI
@@ -374,12 +373,6 @@ def _ansible_child() -> None:  # pragma: no cover - runs in the child Python
 
 def run_preflight(inventory: str, brief: str | None) -> tuple[list[dict], dict]:
     """Load and check; returns (violations, timings and how the inventory was read). CliError on unreadable input."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import (
-        InventoryError,
-        load_yaml_file,
-    )
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import check
-
     t0 = time.perf_counter()
     src, brief_file = resolve_source(inventory, brief)
     try:
@@ -399,9 +392,6 @@ def run_preflight(inventory: str, brief: str | None) -> tuple[list[dict], dict]:
 
 
 def run(args) -> int:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import format_report
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import has_errors, sort_key
-
     violations, timing = run_preflight(args.inventory, args.brief)
     violations = sorted(violations, key=sort_key)
     ok = not has_errors(violations)

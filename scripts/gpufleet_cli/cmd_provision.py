@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import glob
 import json
@@ -13,6 +14,7 @@ import yaml
 from . import acceptance_reuse as reuse
 from .common import ROOT
 from .runner import RunSession, RunStopped, add_run_arguments, options_from_args, run_playbook
+from .table import columns
 
 # subcommand -> (playbook, one-line help, description)
 COMMANDS = {
@@ -93,8 +95,6 @@ def _options(args):
 
 
 def _hours(text: str) -> float:
-    import argparse
-
     try:
         value = float(text)
     except ValueError:
@@ -373,8 +373,4 @@ def gate_table(gate_dir: str | None) -> str:
             )
         )
     head = ("host", "gate", "gpus", "driver", "nvlink", "rdma", "codes")
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
-    lines = [f"Hardware gate: {gate_dir}"]
-    for r in [head, *rows]:
-        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
-    return "\n".join(lines)
+    return "\n".join([f"Hardware gate: {gate_dir}", *columns(rows, head, indent="  ")])

@@ -21,47 +21,67 @@ Exit codes: 0 rendered; 2 no report, or one that cannot be read.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from .common import EXIT_OK, ROOT, CliError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import report as acceptance_report
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import markdown_table
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import drift
 
-KINDS = ("acceptance", "gate", "drift", "remediation")
-GATE_DIRS = ("hardware", "gate")
-GATE_FILES = ("gate.json", "hardware.json")
-MAX_JSON_BYTES = 64 * 1024 * 1024
+from . import cmd_cost, cmd_history
+from .common import EXIT_OK, CliError
+from .reports import (
+    GATE_DIRS,
+    GATE_FILES,
+    KINDS,
+    ReportDir,
+    add_dir_option,
+    find_reports,
+    json_files,
+    kinds_in,
+    load_json,
+    show_dir,
+)
+from .table import columns
+
 MAX_RECORDS = 100_000
-_STAMP_RE = re.compile(r"^\d{8}T?\d{4,6}")
+# `report`'s subcommands; any other first word is the PATH of `report show`.
+SHOW = "show"
 
 
-def register(sub) -> None:
-    p = sub.add_parser(
-        "report",
-        help="render the latest (or a given) acceptance / hardware-gate / drift / remediation report as Markdown",
-        description=(
-            "Render a report's JSON as Markdown on stdout (PATH 'cost': the sizing and unit-cost report from "
-            "Slurm accounting and the brief's cost: section, see the report cost options; PATH 'history' NODE: the "
-            "node's acceptance, gate and drift results over time, see the report history options). "
-            "Without PATH, the latest report under --dir "
-            "(reports/<cluster>/<timestamp>/, latest = greatest timestamp) of --kind (default: any). "
-            "PATH may be a report directory, a cluster directory (its latest report) or a JSON file. "
-            "Exit 0: rendered; 2: no report, or one that cannot be read."
-        ),
-    )
-    p.add_argument(
-        "path", nargs="?", metavar="PATH", help="report directory, cluster directory or JSON file; or cost, or history"
-    )
-    p.add_argument("node", nargs="?", metavar="NODE", help="report history: the node whose history to print")
-    p.add_argument(
-        "--dir",
-        default=os.path.join(ROOT, "reports"),
-        metavar="DIR",
-        help="where reports are written (default: reports/ at the repository root)",
-    )
+class _SubcommandOrPath(argparse._SubParsersAction):
+    """``report``'s subcommands (show, cost, history), where a first word that names none of them is the
+    PATH of ``show``: ``gpufleet report [PATH]`` is ``gpufleet report show [PATH]``."""
+
+    class _AnyWord:
+        """What argparse checks the first word against before it calls the action: every word passes,
+        and :meth:`__call__` hands one that names no subcommand to show."""
+
+        def __init__(self, names: dict):
+            self.names = names
+
+        def __contains__(self, word) -> bool:
+            return True
+
+        def __iter__(self):
+            return iter(self.names)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.choices = self._AnyWord(self._name_parser_map)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values[0] not in self._name_parser_map:
+            values = [SHOW, *values]
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _show_options(p: argparse.ArgumentParser, inherited: bool = False) -> None:
+    """``report``'s options, on ``report`` itself and again on ``report show`` (``inherited``: a value
+    given before ``show`` is kept unless given again after it)."""
+    unset = {"default": argparse.SUPPRESS} if inherited else {}
+    add_dir_option(p, inherited)
     p.add_argument(
         "--kind",
         choices=KINDS,
@@ -69,93 +89,48 @@ def register(sub) -> None:
             "acceptance (NCCL), gate (hardware facts per node), drift (gpufleet drift) or remediation "
             "(gpufleet remediate); default: whatever the report holds"
         ),
+        **unset,
     )
     p.add_argument(
         "--plots",
         action="store_true",
         help="redraw the acceptance report's busbw-vs-size PNGs into its directory (needs matplotlib)",
+        **unset,
     )
-    p.add_argument("--list", action="store_true", help="list the reports under --dir (newest last) instead")
-    # gpufleet report cost: sizing and unit cost (cmd_cost.py).
-    from .cmd_cost import add_arguments as _add_cost_arguments
-
-    _add_cost_arguments(p)
-    # gpufleet report history NODE: one node's results over time (cmd_history.py).
-    from .cmd_history import add_arguments as _add_history_arguments
-
-    _add_history_arguments(p)
-    p.set_defaults(func=run)
+    p.add_argument("--list", action="store_true", help="list the reports under --dir (oldest first) instead", **unset)
 
 
-# --- finding reports -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReportDir:
-    path: str
-    kinds: tuple[str, ...]
-
-    @property
-    def stamp(self) -> str:
-        return os.path.basename(os.path.normpath(self.path))
-
-    @property
-    def cluster(self) -> str:
-        return os.path.basename(os.path.dirname(os.path.normpath(self.path)))
-
-
-def _json_files(directory: str) -> list[str]:
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return []
-    return [os.path.join(directory, n) for n in names if n.endswith(".json") and not n.startswith(".")]
-
-
-def kinds_in(directory: str) -> tuple[str, ...]:
-    """The kinds of report a directory holds, in KINDS order."""
-    found: list[str] = []
-    if os.path.isfile(os.path.join(directory, "acceptance.json")):
-        found.append("acceptance")
-    if any(os.path.isfile(os.path.join(directory, f)) for f in GATE_FILES) or any(
-        _json_files(os.path.join(directory, d)) for d in GATE_DIRS
-    ):
-        found.append("gate")
-    if os.path.isfile(os.path.join(directory, "drift.json")) or _json_files(os.path.join(directory, "drift")):
-        found.append("drift")
-    if os.path.isfile(os.path.join(directory, "remediation.json")):
-        found.append("remediation")
-    return tuple(found)
-
-
-def find_reports(base: str, kind: str | None = None) -> list[ReportDir]:
-    """Report directories one or two levels under ``base`` (``<cluster>/<timestamp>`` or ``<run>``), oldest first."""
-    out: list[ReportDir] = []
-    if not os.path.isdir(base):
-        return out
-
-    def subdirs(d: str) -> list[str]:
-        try:
-            return sorted(os.path.join(d, n) for n in os.listdir(d) if os.path.isdir(os.path.join(d, n)))
-        except OSError:
-            return []
-
-    for first in subdirs(base):
-        candidates = [first, *subdirs(first)]
-        for d in candidates:
-            ks = kinds_in(d)
-            if ks and (kind is None or kind in ks):
-                out.append(ReportDir(d, ks))
-    return sorted(out, key=_age_key)
-
-
-def _age_key(r: ReportDir) -> tuple:
-    try:
-        mtime = os.path.getmtime(r.path)
-    except OSError:
-        mtime = 0.0
-    # Timestamp-named directories sort by name (UTC stamps compare as strings); others after them by mtime.
-    return (1 if _STAMP_RE.match(r.stamp) else 0, r.stamp if _STAMP_RE.match(r.stamp) else "", mtime, r.path)
+def register(sub) -> None:
+    description = (
+        "Render a report's JSON as Markdown on stdout: the latest report under --dir "
+        "(reports/<cluster>/<timestamp>/, latest = greatest timestamp) of --kind (default: any), or PATH: a "
+        "report directory, a cluster directory (its latest report) or a JSON file. "
+        "Exit 0: rendered; 2: no report, or one that cannot be read."
+    )
+    p = sub.add_parser(
+        "report",
+        help="render the latest (or a given) acceptance / hardware-gate / drift / remediation report as Markdown; "
+        "report cost, report history NODE",
+        usage="%(prog)s [--dir DIR] [--kind KIND] [--plots] [--list] [PATH]\n       %(prog)s {show,cost,history} ...",
+        description=description + " The subcommands: report show [PATH] (the same), report cost, report history.",
+    )
+    _show_options(p)
+    p.set_defaults(func=run, path=None)
+    reports = p.add_subparsers(
+        dest="report_command", metavar="{show,cost,history}", action=_SubcommandOrPath, title="subcommands"
+    )
+    show = reports.add_parser(
+        SHOW,
+        help="the latest (or a given) report as Markdown (the default: gpufleet report [PATH])",
+        description=description,
+    )
+    show.add_argument(
+        "path", nargs="?", metavar="PATH", help="report directory, cluster directory or JSON file (default: the latest)"
+    )
+    _show_options(show, inherited=True)
+    show.set_defaults(func=run)
+    cmd_cost.register_report(reports)
+    cmd_history.register_report(reports)
 
 
 def resolve(path: str | None, base: str, kind: str | None) -> ReportDir | str:
@@ -167,7 +142,7 @@ def resolve(path: str | None, base: str, kind: str | None) -> ReportDir | str:
             hint = {"gate": "gpufleet verify", "drift": "gpufleet drift", "remediation": "gpufleet remediate"}.get(
                 kind or "", "gpufleet accept"
             )
-            raise CliError(f"no {what} under {_show(base)}: run {hint} first")
+            raise CliError(f"no {what} under {show_dir(base)}: run {hint} first")
         return found[-1]
     if os.path.isfile(path):
         return path
@@ -185,31 +160,7 @@ def resolve(path: str | None, base: str, kind: str | None) -> ReportDir | str:
     return found[-1]
 
 
-def _show(path: str) -> str:
-    rel = os.path.relpath(path)
-    return (rel if not rel.startswith("..") else path).rstrip("/") + "/"
-
-
 # --- reading --------------------------------------------------------------------------------------
-
-
-def load_json(path: str):
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_JSON_BYTES:
-            raise CliError(f"{path}: {size} bytes, expected a report under {MAX_JSON_BYTES} bytes")
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise CliError(f"{path}: JSON nested too deep") from None
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def _records_from(data, path: str) -> tuple[list[dict], list[dict], dict]:
@@ -267,11 +218,11 @@ def load_nodes(report: ReportDir | str, kind: str) -> tuple[list[dict], list[dic
     elif kind == "gate":
         files = [os.path.join(report.path, f) for f in GATE_FILES if os.path.isfile(os.path.join(report.path, f))]
         for d in GATE_DIRS:
-            files += _json_files(os.path.join(report.path, d))
+            files += json_files(os.path.join(report.path, d))
     else:
         single = os.path.join(report.path, "drift.json")
         files = [single] if os.path.isfile(single) else []
-        files += _json_files(os.path.join(report.path, "drift"))
+        files += json_files(os.path.join(report.path, "drift"))
     records: list[dict] = []
     extra: list[dict] = []
     meta: dict = {}
@@ -294,13 +245,6 @@ def _natural(name: str) -> tuple:
 
 
 # --- Markdown ---------------------------------------------------------------------------------------
-
-
-def markdown_table(headers: Sequence[str], rows: Iterable[Sequence]) -> list[str]:
-    """The collection's Markdown table (module_utils/common/report.py), imported when a report is rendered."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import markdown_table as table
-
-    return table(list(headers), list(rows))
 
 
 def render_nodes_markdown(title: str, records: list[dict], extra: list[dict], meta: dict) -> str:
@@ -359,30 +303,28 @@ def render_nodes_markdown(title: str, records: list[dict], extra: list[dict], me
 
 
 def render_acceptance(path: str, plots: bool) -> str:
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import report as rep
-
     report = load_json(path)
     if not isinstance(report, dict) or not isinstance(report.get("runs", []), list):
         raise CliError(f"{path}: expected an NCCL acceptance report (a JSON object with runs), found something else")
     if plots:
         report = dict(report, runs=[dict(e) if isinstance(e, dict) else e for e in report.get("runs", [])])
-        _redraw(rep, report, os.path.dirname(os.path.abspath(path)))
+        _redraw(report, os.path.dirname(os.path.abspath(path)))
     try:
-        return rep.render_markdown(report)
+        return acceptance_report.render_markdown(report)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise CliError(
             f"{path}: not an NCCL acceptance report this version can read ({type(exc).__name__}: {exc})"
         ) from None
 
 
-def _redraw(rep, report: dict, out_dir: str) -> None:
+def _redraw(report: dict, out_dir: str) -> None:
     drawn = 0
     for e in report["runs"]:
         if not isinstance(e, dict) or not (e.get("run") or {}).get("rows"):
             continue
-        name = f"busbw-{rep.slug(str(e.get('label') or 'run'))}.png"
+        name = f"busbw-{acceptance_report.slug(str(e.get('label') or 'run'))}.png"
         try:
-            rep.plot_run(e, os.path.join(out_dir, name))
+            acceptance_report.plot_run(e, os.path.join(out_dir, name))
         except ImportError as exc:
             report["plot_error"] = f"matplotlib is not available ({exc})"
             print(f"warning: plots not drawn: {report['plot_error']}", file=sys.stderr)
@@ -426,8 +368,6 @@ def _drift_report(path: str):
 
 def render_drift_kind(path: str, kind: str) -> str:
     """A drift or remediation report written by the drift / remediate playbooks."""
-    from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import drift
-
     data = _drift_report(path)
     if data is None or data.get("kind") != kind:
         raise CliError(f"{path}: expected a {kind} report (a JSON object with kind: {kind} and nodes by host)")
@@ -468,28 +408,19 @@ def render(report: ReportDir | str, kind: str | None, plots: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.path == "cost":  # gpufleet report cost (cmd_cost.py)
-        from .cmd_cost import run as run_cost
-
-        return run_cost(args)
-    if args.path == "history":  # gpufleet report history NODE (cmd_history.py)
-        from .cmd_history import run as run_history
-
-        return run_history(args)
-    if getattr(args, "node", None):
-        raise CliError(f"report {args.path}: unexpected argument {args.node!r} (only report history takes a NODE)")
     if args.list:
         found = find_reports(args.dir, args.kind)
         if not found:
             raise CliError(
-                f"no {args.kind + ' ' if args.kind else ''}report under {_show(args.dir)}: run "
+                f"no {args.kind + ' ' if args.kind else ''}report under {show_dir(args.dir)}: run "
                 + {"gate": "gpufleet verify", "drift": "gpufleet drift", "remediation": "gpufleet remediate"}.get(
                     args.kind or "", "gpufleet accept"
                 )
                 + " first"
             )
-        for r in found:
-            print(f"{r.cluster:<20} {r.stamp:<20} {','.join(r.kinds):<24} {r.path}")
+        rows = [(r.cluster, r.stamp, ",".join(r.kinds), r.path) for r in found]
+        for line in columns(rows, min_widths=(20, 20, 24), gap=" "):
+            print(line)
         return EXIT_OK
     report = resolve(args.path, args.dir, args.kind)
     if args.plots and not (

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import os
 
+try:
+    from ansible.release import __version__ as ANSIBLE_CORE_VERSION
+except ImportError:  # pragma: no cover - the venv always has it
+    ANSIBLE_CORE_VERSION = "not installed"
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # ansible.cfg's fact cache (gpufleet.cluster.jsonfile, builtin jsonfile's files; fact_caching_timeout),
 # kept between runs: `gpufleet provision` points ansible-runner at it, `gpufleet lab up|down` forget
@@ -24,8 +29,4 @@ class CliError(Exception):
 
 
 def version_string() -> str:
-    try:
-        from ansible.release import __version__ as core
-    except ImportError:  # pragma: no cover - the venv always has it
-        core = "not installed"
-    return f"gpufleet {VERSION} (ansible-core {core})"
+    return f"gpufleet {VERSION} (ansible-core {ANSIBLE_CORE_VERSION})"

@@ -1,7 +1,8 @@
 """Entry point: discovers ``cmd_*`` modules and dispatches to them.
 
-Each ``cmd_<name>.py`` module defines ``register(subparsers)``, which adds its
-subcommand(s) and sets ``func`` on the parser via ``set_defaults``. ``func``
+Each ``cmd_<name>.py`` module that defines ``register(subparsers)`` adds its command(s) and sets
+``func`` on the parser via ``set_defaults``; ``cmd_cost`` and ``cmd_history`` are subcommands of
+``report`` (``cmd_report`` adds them). ``func``
 takes the parsed ``argparse.Namespace`` and returns the exit code:
 0 success, 1 failed checks or hosts, 2 usage or unreadable input.
 """
@@ -31,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     pkg = sys.modules[_pkg]
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
         if info.name.startswith("cmd_"):
-            importlib.import_module(f"{_pkg}.{info.name}").register(sub)
+            module = importlib.import_module(f"{_pkg}.{info.name}")
+            if hasattr(module, "register"):
+                module.register(sub)
     return parser
 
 

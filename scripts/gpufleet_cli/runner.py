@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -21,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, FACT_CACHE, ROOT, CliError
+from .table import columns
 
 HOST_STATES = ("ok", "changed", "failed", "unreachable", "skipped")
 # The environment variable that marks every process of one playbook run (ansible-playbook, its
@@ -129,19 +131,15 @@ class EventTracker:
         totals = self.host_totals()
         lines = ["", "Summary"]
         if totals:
-            width = max(len(h) for h in totals)
-            lines.append(f"  {'host':<{width}}  {'ok':>4} {'changed':>7} {'failed':>6} {'unreach':>7} {'skipped':>7}")
-            for host in sorted(totals):
-                t = totals[host]
-                lines.append(
-                    f"  {host:<{width}}  {t['ok']:>4} {t['changed']:>7} {t['failed']:>6} "
-                    f"{t['unreachable']:>7} {t['skipped']:>7}"
-                )
+            rows = [(host, *(totals[host][s] for s in HOST_STATES)) for host in sorted(totals)]
+            head = ("host", "ok", "changed", "failed", "unreach", "skipped")
+            gaps = ("  ", " ", " ", " ", " ")
+            lines += columns(rows, head, right=range(1, 6), min_widths=(0, 4), indent="  ", gap=gaps)
         ran = [p for p in self.phases if p.tasks]
         if ran:
             lines.append("  phases:")
-            for p in ran:
-                lines.append(f"    {p.seconds:7.1f}s  {p.name} ({p.tasks} tasks)")
+            rows = [(f"{p.seconds:.1f}s", f"{p.name} ({p.tasks} tasks)") for p in ran]
+            lines += columns(rows, right=(0,), min_widths=(8,), indent="    ")
         # Plays that matched no host or had every task skipped by tags (the Kubernetes
         # stages of a Slurm brief): one line. A play that ran in another playbook of the
         # session (the acceptance, skipped by provision's first step) is listed where it ran.
@@ -239,8 +237,6 @@ class RunOptions:
 
 
 def build_cmdline(opts: RunOptions) -> str:
-    import shlex
-
     parts: list[str] = []
     if opts.check:
         parts.append("--check")
@@ -304,6 +300,7 @@ class RunSession:
     def run(self, playbook: str, opts: RunOptions | None = None) -> int:
         """Run ``playbooks/<playbook>`` (with ``opts``, default the session's); return ansible-playbook's rc."""
         try:
+            # Imported when a playbook runs: about 80 ms that preflight, report and --help do without.
             import ansible_runner
         except ImportError as exc:  # pragma: no cover - the venv has it
             raise CliError("ansible-runner is not installed: run `make venv`") from exc

@@ -104,17 +104,10 @@ def test_history_warns_on_a_torn_line_and_still_prints(capsys, tmp_path):
     assert "warning:" in err and "torn" in err
 
 
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["history"], "name the node"),
-        (["history", "gpu09"], "no record of gpu09"),
-    ],
-)
-def test_history_exit_2(capsys, tmp_path, argv, message):
+def test_history_of_an_unknown_node_is_exit_2(capsys, tmp_path):
     store(tmp_path)
-    rc, _, err = cli(capsys, *argv, "--dir", str(tmp_path))
-    assert rc == 2 and message in err
+    rc, _, err = cli(capsys, "history", "gpu09", "--dir", str(tmp_path))
+    assert rc == 2 and "no record of gpu09" in err
 
 
 def test_no_history_at_all(capsys, tmp_path):
@@ -122,6 +115,18 @@ def test_no_history_at_all(capsys, tmp_path):
     assert rc == 2 and "no history of cluster lab" in err
 
 
-def test_a_node_argument_elsewhere_is_refused(capsys, tmp_path):
-    rc, _, err = cli(capsys, str(tmp_path), "gpu01")
-    assert rc == 2 and "only report history takes a NODE" in err
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # report history is a subcommand whose NODE argparse requires ...
+        (["history"], "the following arguments are required: NODE"),
+        # ... and report (show) takes one PATH only.
+        (["{dir}", "gpu01"], "unrecognized arguments: gpu01"),
+        (["show", "{dir}", "gpu01"], "unrecognized arguments: gpu01"),
+    ],
+)
+def test_a_missing_or_misplaced_node_is_a_usage_error(capsys, tmp_path, argv, message):
+    store(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        cli(capsys, *[a.format(dir=tmp_path) for a in argv], "--dir", str(tmp_path))
+    assert exc.value.code == 2 and message in capsys.readouterr().err
