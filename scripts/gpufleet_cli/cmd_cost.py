@@ -45,14 +45,7 @@ def register_report(reports) -> None:
         ),
     )
     g.add_argument("--sacct", metavar="FILE", help="sacct --parsable2 output (with header; - for stdin)")
-    g.add_argument(
-        "-i",
-        "--inventory",
-        metavar="PATH",
-        help="inventory as for preflight: a directory holding brief.yml, or an inventory file, script or plugin "
-        "config (then --brief)",
-    )
-    g.add_argument("--brief", metavar="FILE", help="the brief (default: the inventory's brief.yml)")
+    add_brief_arguments(g, "its brief.yml gives the cost: section, its pools' hosts the GPU count")
     g.add_argument("--gpus", type=int, metavar="N", help="the cluster's GPUs (default: from the brief's pools)")
     g.add_argument("--since", metavar="TIME", help="window start, sacct syntax (default: 30 days ago)")
     g.add_argument("--until", metavar="TIME", help="window end, sacct syntax (default: now)")
@@ -61,6 +54,19 @@ def register_report(reports) -> None:
     g.add_argument("--format", choices=("markdown", "json"), default="markdown", help="output (default: markdown)")
     add_dir_option(g, inherited=True)
     g.set_defaults(func=run)
+
+
+def add_brief_arguments(p, what: str) -> None:
+    """``-i INVENTORY`` and ``--brief FILE``, as :func:`load_brief` reads them; ``what``: what the command
+    takes from them."""
+    p.add_argument(
+        "-i",
+        "--inventory",
+        metavar="PATH",
+        help=f"inventory as for preflight: a directory holding brief.yml, or an inventory file, script or plugin "
+        f"config (then --brief); {what}",
+    )
+    p.add_argument("--brief", metavar="FILE", help="the brief (default: the inventory's brief.yml)")
 
 
 def _time(text: str | None, what: str) -> datetime | None:

@@ -24,7 +24,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.history import HistoryError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import markdown_table
 
-from .cmd_cost import load_brief
+from .cmd_cost import add_brief_arguments, load_brief
 from .common import EXIT_OK, CliError
 from .reports import add_dir_option
 
@@ -40,13 +40,7 @@ def register_report(reports) -> None:
         ),
     )
     g.add_argument("node", metavar="NODE", help="the node whose history to print")
-    g.add_argument(
-        "-i",
-        "--inventory",
-        metavar="PATH",
-        help="inventory as for preflight (its brief.yml gives the cluster's name and the degradation rule)",
-    )
-    g.add_argument("--brief", metavar="FILE", help="the brief (default: the inventory's brief.yml)")
+    add_brief_arguments(g, "its brief gives the cluster's name and the degradation rule")
     g.add_argument(
         "--cluster",
         metavar="NAME",

@@ -117,7 +117,11 @@ def register(sub) -> None:
     _show_options(p)
     p.set_defaults(func=run, path=None)
     reports = p.add_subparsers(
-        dest="report_command", metavar="{show,cost,history}", action=_SubcommandOrPath, title="subcommands"
+        dest="report_command",
+        metavar="{show,cost,history}",
+        action=_SubcommandOrPath,
+        title="subcommands",
+        prog=p.prog,
     )
     show = reports.add_parser(
         SHOW,

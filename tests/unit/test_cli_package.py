@@ -115,3 +115,11 @@ def test_report_subcommands_and_the_path_spelling(argv, command, expected):
     assert args.command == "report" and getattr(args, "report_command", None) == command
     assert {k: getattr(args, k) for k in expected} == expected
     assert args.func.__module__ == f"gpufleet_cli.cmd_{'report' if command in (None, 'show') else command}"
+
+
+@pytest.mark.parametrize("command", ["show", "cost", "history"])
+def test_each_report_subcommand_has_its_own_help(capsys, command):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["report", command, "--help"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: gpufleet report {command} [-h]")
