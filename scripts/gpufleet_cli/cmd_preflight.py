@@ -9,15 +9,13 @@ several of them with group_vars/ and host_vars/. A plain YAML inventory, alone o
 directory, is read directly (module_utils/inventory/reader.py: milliseconds for thousands of
 hosts). Everything else is read by Ansible's own inventory (InventoryManager and
 VariableManager, as ``ansible-inventory --list`` and the playbooks read it), in a child Python
-so that its configuration (ANSIBLE_CONFIG, default: the repository's ansible.cfg) and its
-plugin loader stay out of this process. Both give the checks Ansible's ``groups`` and each
-host's variables, untemplated.
+(``gpufleet_cli/inventory_child.py``) so that its configuration (ANSIBLE_CONFIG, default: the
+repository's ansible.cfg) and its plugin loader stay out of this process. Both give the checks
+Ansible's ``groups`` and each host's variables, untemplated.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import os
 import re
@@ -210,10 +208,12 @@ def ansible_read(sources: list[str], keys: list[str] | None = None, timeout: flo
     A result is ``{"source", "groups", "hostvars", "vault_hosts"}``, or ``{"source", "error"}``.
     ``keys``: keep only these host variables (None: all of them, less Ansible's internal ones).
     """
-    argv = [sys.executable, "-c", "from gpufleet_cli.cmd_preflight import _ansible_child; _ansible_child()"]
+    argv = [sys.executable, "-m", "gpufleet_cli.inventory_child"]
     argv += [
         "--keys",
         ",".join(keys) if keys is not None else "*",
+        "--vault-placeholder",
+        VAULT_PLACEHOLDER,
         *[os.path.abspath(s) if "," not in s else s for s in sources],
     ]
     try:
@@ -259,113 +259,6 @@ def load_with_ansible(path: str, form: str):
         raise CliError(f"{failed}: Ansible's inventory cannot read it ({form}): {result['error']}{hint}")
     notes = [vault_skipped(h) for h in result["vault_hosts"]]
     return Inventory(result["groups"], result["hostvars"], notes)
-
-
-# --- the child Python: Ansible's own inventory ------------------------------------------------------
-# Runs under `python -c` from ansible_read(); the tests reach it through ansible_read only.
-
-
-def _plain(value: Any, encrypted: type, vault: list[bool], depth: int = 0) -> Any:
-    """Ansible's tagged values as plain JSON data, as the playbook's preflight filter hands them to the
-    checks (never templated). A vault-encrypted value that cannot be decrypted becomes the placeholder
-    the direct reader uses, and ``vault[0]`` is set."""
-    if depth > 20:
-        return None
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, encrypted):
-        try:
-            return str(value)
-        except Exception:  # no vault secret, or the wrong one
-            vault[0] = True
-            return VAULT_PLACEHOLDER
-    if isinstance(value, dict):
-        return {str(k): _plain(v, encrypted, vault, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v, encrypted, vault, depth + 1) for v in value]
-    return str(value)
-
-
-def _ansible_child() -> None:  # pragma: no cover - runs in the child Python
-    """``--keys K1,K2|* SOURCE...`` → a JSON list on stdout, one result per source (see ansible_read)."""
-    args = sys.argv[1:]
-    keys = None if args[1] == "*" else set(filter(None, args[1].split(",")))
-    # This process only builds the inventory, prints it and exits: the cyclic garbage collector
-    # would walk the whole growing inventory again and again (a quarter of the time at 16,384
-    # hosts) to free almost nothing, so it stays off; the memory goes back when the process ends.
-    gc.disable()
-    # Ansible's own modules load its configuration and plugin loader when imported: only in this child.
-    from ansible import constants as C
-    from ansible.cli import CLI
-    from ansible.cli.inventory import InventoryCLI
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.parsing.vault import EncryptedString
-    from ansible.plugins.loader import init_plugin_loader
-    from ansible.utils.display import Display
-    from ansible.vars.manager import VariableManager
-
-    init_plugin_loader()
-    failures: list[str] = []
-
-    def collect(msg, exception, **_kw):
-        # Ansible reports this way each plugin that tried a source and failed, before it gives up on it.
-        m = re.search(r"'([^']+)'", str(msg or ""))
-        plugin = re.sub(r"^ansible_collections\.(\w+\.\w+)\.plugins\.inventory\.", r"\1.", m.group(1)) if m else "?"
-        # The help text holds what the source said (an inventory script's standard error).
-        help_text = getattr(exception, "_help_text", None)
-        failures.append(f"{plugin} plugin: {exception}" + (f" {help_text.strip()}" if help_text else ""))
-
-    Display().error_as_warning = collect
-    enabled = [str(p) for p in C.INVENTORY_ENABLED]
-    out = []
-    for source in args[2:]:
-        failures.clear()
-        try:
-            loader = DataLoader()
-            # The preflight playbook's directory: playbook-relative group_vars/ apply as they do there.
-            loader.set_basedir(os.path.join(ROOT, "playbooks"))
-            # A configured vault password (ANSIBLE_VAULT_PASSWORD_FILE, ...) decrypts as in a playbook; without
-            # one, encrypted values are reported, not read.
-            with contextlib.suppress(Exception):
-                CLI.setup_vault_secrets(loader, vault_ids=list(C.DEFAULT_VAULT_IDENTITY_LIST), auto_prompt=False)
-            inventory = InventoryManager(loader=loader, sources=[source])
-            vm = VariableManager(loader=loader, inventory=inventory)
-            groups = {str(g): [str(h) for h in hs] for g, hs in inventory.get_groups_dict().items()}
-            hostvars, vault_hosts = {}, []
-            for host in inventory.get_hosts():
-                # What ansible-inventory --list prints for the host: every group's and the host's own.
-                hv = InventoryCLI._remove_internal(vm.get_vars(host=host, include_hostvars=False, stage="all"))
-                vault = [False]
-                hostvars[str(host.name)] = {
-                    str(k): _plain(v, EncryptedString, vault) for k, v in hv.items() if keys is None or k in keys
-                }
-                if vault[0]:
-                    vault_hosts.append(str(host.name))
-            out.append({"source": source, "groups": groups, "hostvars": hostvars, "vault_hosts": vault_hosts})
-        except Exception as exc:
-            m = re.search(r"failed to parse inventory source (.+)$", str(exc))
-            failed = m.group(1).strip() if m else source
-            message = "; ".join(failures) or f"{type(exc).__name__}: {exc}"
-            if (
-                os.path.isfile(failed)
-                and os.access(failed, os.X_OK)
-                and not {"script", "ansible.builtin.script"} & set(enabled)
-            ):
-                message += (
-                    " -- it is executable, but the script inventory plugin is not enabled: add "
-                    f"ansible.builtin.script to [inventory] enable_plugins in {C.CONFIG_FILE or 'ansible.cfg'}"
-                )
-            else:
-                message += f" (enabled inventory plugins: {', '.join(enabled)})"
-            out.append({"source": source, "file": failed, "error": " ".join(message.split())})
-    json.dump(out, sys.stdout)
 
 
 # --- the command ------------------------------------------------------------------------------------

@@ -53,10 +53,6 @@ def _function_imports(path: Path) -> list[str]:
 
 # The imports that stay in a function, each for its reason (written beside it in the code).
 LAZY = {
-    # Ansible's own modules load its configuration and plugin loader: only in preflight's child Python.
-    "cmd_preflight.py": {"ansible", "ansible.cli", "ansible.cli.inventory", "ansible.inventory.manager"}
-    | {"ansible.parsing.dataloader", "ansible.parsing.vault", "ansible.plugins.loader", "ansible.utils.display"}
-    | {"ansible.vars.manager"},
     # ansible-runner, for the commands that run a playbook.
     "runner.py": {"ansible_runner"},
 }
@@ -94,6 +90,23 @@ def _imports_of(path: Path) -> set[str]:
 @pytest.mark.parametrize("module", ["cmd_cost.py", "cmd_history.py"])
 def test_reports_subcommands_do_not_import_cmd_report(module):
     assert "cmd_report" not in _imports_of(PACKAGE / module)
+
+
+def test_preflights_child_imports_nothing_of_the_collection():
+    # Ansible's collection loader (init_plugin_loader) must be the first to load the collection in the
+    # child, or the collection's plugins its inventory uses stand without their collection metadata.
+    tree = ast.parse((PACKAGE / "inventory_child.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not [m for m in imported if m.startswith("ansible_collections") or m.startswith("cmd_")]
+    assert {m for m in imported if not m.startswith("ansible")} <= {"__future__", "common", "typing"} | {
+        "contextlib",
+        "gc",
+        "json",
+        "os",
+        "re",
+        "sys",
+    }
 
 
 @pytest.mark.parametrize(
