@@ -1,9 +1,11 @@
-"""``gpufleet report cost``: sizing and effective unit cost from Slurm accounting and the brief's ``cost:``.
+"""``gpufleet report cost``: sizing and effective unit cost from the jobs that ran and the brief's ``cost:``.
 
 A subcommand of ``gpufleet report`` (``cmd_report`` adds it with :func:`register_report`). Inputs:
 
-- Slurm accounting: ``--sacct FILE`` (``sacct --parsable2`` output with its header; ``-`` for stdin), or
-  sacct run on the first Slurm controller of ``-i INVENTORY`` through Ansible (ad hoc, read-only);
+- the jobs: on a Slurm brief, Slurm accounting: ``--sacct FILE`` (``sacct --parsable2`` output with its
+  header; ``-`` for stdin), or sacct run on the first Slurm controller of ``-i INVENTORY`` through Ansible
+  (ad hoc, read-only); on a Kubernetes brief, Kueue's Workloads: ``--workloads FILE`` (``kubectl get
+  workloads.kueue.x-k8s.io -A -o json``), or that command run on the first control-plane node;
 - the brief (``-i INVENTORY``'s brief.yml or ``--brief``): its ``cost:`` section and, with the
   inventory, the cluster's GPU count (pools' GPUs per node x hosts); ``--gpus`` overrides it. The
   inventory is read as ``gpufleet preflight`` reads it: anything ``-i`` takes in Ansible (a directory,
@@ -31,20 +33,31 @@ from .cmd_preflight import load_source, resolve_source
 from .common import EXIT_OK, ROOT, CliError
 from .reports import add_dir_option, find_reports, load_json
 
+# kubectl's kubeconfig on the first control-plane node (kubeadm's admin.conf).
+KUBECONFIG = "/etc/kubernetes/admin.conf"
+
 
 def register_report(reports) -> None:
     """``gpufleet report cost``, on ``report``'s subcommands."""
     g = reports.add_parser(
         "cost",
-        help="the cluster's unit cost from the brief's cost: section and Slurm accounting (sacct)",
+        help="the cluster's unit cost from the brief's cost: section and the jobs that ran (sacct, Kueue)",
         description=(
             "Sizing and effective unit cost: the brief's cost: section (monthly costs, the unit of accepted work, "
-            "the baseline), the cluster's GPUs and Slurm accounting (--sacct FILE, or sacct run on the first "
-            "controller of -i INVENTORY), with the latest acceptance report's verdict. See docs/cost.md. "
+            "the baseline), the cluster's GPUs and the jobs that ran: Slurm accounting (--sacct FILE, or sacct run "
+            "on the first controller of -i INVENTORY) or, on a Kubernetes brief, Kueue's Workloads (--workloads "
+            "FILE, or kubectl run on the first control-plane node), with the latest acceptance report's verdict. "
+            "See docs/cost.md. "
             "Exit 0: the report was printed; 2: unreadable or missing input."
         ),
     )
-    g.add_argument("--sacct", metavar="FILE", help="sacct --parsable2 output (with header; - for stdin)")
+    jobs = g.add_mutually_exclusive_group()
+    jobs.add_argument("--sacct", metavar="FILE", help="sacct --parsable2 output (with header; - for stdin)")
+    jobs.add_argument(
+        "--workloads",
+        metavar="FILE",
+        help="kubectl get workloads.kueue.x-k8s.io -A -o json (a Kubernetes brief; - for stdin)",
+    )
     add_brief_arguments(g, "its brief.yml gives the cost: section, its pools' hosts the GPU count")
     g.add_argument("--gpus", type=int, metavar="N", help="the cluster's GPUs (default: from the brief's pools)")
     g.add_argument("--since", metavar="TIME", help="window start, sacct syntax (default: 30 days ago)")
@@ -127,13 +140,12 @@ def cluster_gpus(clean: dict, inv, override: int | None) -> int:
     return total
 
 
-def sacct_via_ansible(inventory: str, clean: dict, inv, since: str, until: str) -> str:
-    """Run sacct on the first controller (read-only, ad hoc) and return its stdout."""
+def on_controller(inventory: str, clean: dict, inv, cmd: str, what: str, instead: str) -> str:
+    """Run ``cmd`` on the first host of the brief's controllers group (read-only, ad hoc) and return its stdout."""
     group = (clean.get("controllers") or {}).get("group")
     hosts = inv.groups.get(group) or [] if inv is not None else []
     if not hosts:
-        raise CliError(f"no Slurm controller in group {group!r} of {inventory}: give --sacct FILE")
-    cmd = f"sacct --allusers --allocations --parsable2 --starttime {since} --endtime {until} -o {cost.SACCT_FIELDS}"
+        raise CliError(f"no controller in group {group!r} of {inventory} to run {what} on: give {instead}")
     env = dict(
         os.environ,
         ANSIBLE_CONFIG=os.environ.get("ANSIBLE_CONFIG", os.path.join(ROOT, "ansible.cfg")),
@@ -146,16 +158,38 @@ def sacct_via_ansible(inventory: str, clean: dict, inv, since: str, until: str) 
     try:
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CliError(f"could not run sacct on {hosts[0]} through ansible: {exc}") from None
+        raise CliError(f"could not run {what} on {hosts[0]} through ansible: {exc}") from None
     try:
         result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"][hosts[0]]
     except (ValueError, KeyError, IndexError, TypeError):
         raise CliError(
-            f"sacct on {hosts[0]}: no result from ansible (rc {proc.returncode}): {proc.stderr.strip()[-400:]}"
+            f"{what} on {hosts[0]}: no result from ansible (rc {proc.returncode}): {proc.stderr.strip()[-400:]}"
         ) from None
     if result.get("rc", 1) != 0 or result.get("unreachable"):
-        raise CliError(f"sacct on {hosts[0]} failed: {(result.get('stderr') or result.get('msg') or '')[-400:]}")
+        raise CliError(f"{what} on {hosts[0]} failed: {(result.get('stderr') or result.get('msg') or '')[-400:]}")
     return result.get("stdout", "")
+
+
+def sacct_via_ansible(inventory: str, clean: dict, inv, since: str, until: str) -> str:
+    """sacct on the first Slurm controller, over the window."""
+    cmd = f"sacct --allusers --allocations --parsable2 --starttime {since} --endtime {until} -o {cost.SACCT_FIELDS}"
+    return on_controller(inventory, clean, inv, cmd, "sacct", "--sacct FILE")
+
+
+def workloads_via_ansible(inventory: str, clean: dict, inv) -> str:
+    """Kueue's Workloads, read with kubectl on the first control-plane node."""
+    cmd = f"kubectl --kubeconfig {KUBECONFIG} get workloads.kueue.x-k8s.io --all-namespaces -o json"
+    return on_controller(inventory, clean, inv, cmd, "kubectl get workloads", "--workloads FILE")
+
+
+def _read(path: str) -> str:
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def latest_acceptance(args) -> dict | None:
@@ -170,25 +204,34 @@ def run(args) -> int:
     clean = cost_section(brief)
     gpus = cluster_gpus(clean, inv, args.gpus)
     start, end = _time(args.since, "--since"), _time(args.until, "--until")
-    if args.sacct:
-        try:
-            if args.sacct == "-":
-                text = sys.stdin.read()
-            else:
-                with open(args.sacct, encoding="utf-8") as fh:
-                    text = fh.read()
-        except OSError as exc:
-            raise CliError(f"{args.sacct}: cannot read ({exc.strerror or exc})") from None
-    elif args.inventory:
+    kubernetes = (clean.get("cluster") or {}).get("control_plane") == "kubernetes"
+    if not (args.sacct or args.workloads or args.inventory):
+        raise CliError(
+            "report cost: give --sacct FILE (Slurm), --workloads FILE (Kubernetes) or -i INVENTORY (to read them "
+            "on the controller)"
+        )
+    if not (args.sacct or args.workloads):
         now = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
         start = start or now - timedelta(days=30)
         end = end or now
-        text = sacct_via_ansible(args.inventory, clean, inv, start.isoformat(), end.isoformat())
-    else:
-        raise CliError("report cost: give --sacct FILE or -i INVENTORY (to run sacct on the controller)")
     try:
-        jobs = cost.parse_sacct(text)
-        rep = cost.unit_cost(cost.usage(jobs, gpus, start, end), clean["cost"], latest_acceptance(args))
+        if args.workloads or (kubernetes and not args.sacct):
+            text = _read(args.workloads) if args.workloads else workloads_via_ansible(args.inventory, clean, inv)
+            try:
+                doc = json.loads(text)
+            except ValueError as exc:
+                raise cost.CostError(
+                    f"expected kubectl get workloads.kueue.x-k8s.io -A -o json, found no JSON ({exc})"
+                ) from None
+            jobs, source = cost.parse_kueue_workloads(doc), "Kueue Workloads"
+        else:
+            text = (
+                _read(args.sacct)
+                if args.sacct
+                else sacct_via_ansible(args.inventory, clean, inv, start.isoformat(), end.isoformat())
+            )
+            jobs, source = cost.parse_sacct(text), "Slurm accounting"
+        rep = cost.unit_cost(cost.usage(jobs, gpus, start, end, source=source), clean["cost"], latest_acceptance(args))
     except cost.CostError as exc:
         raise CliError(f"report cost: {exc}") from None
     if args.format == "json":
