@@ -41,9 +41,7 @@ def _nodes(nodes_json: Mapping) -> dict[str, dict]:
     for item in (nodes_json or {}).get("items") or []:
         meta = item.get("metadata") or {}
         status = item.get("status") or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-        )
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
         out[meta.get("name")] = {
             "kubelet": (status.get("nodeInfo") or {}).get("kubeletVersion"),
             "ready": ready,
