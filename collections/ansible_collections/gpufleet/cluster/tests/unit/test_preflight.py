@@ -1019,3 +1019,15 @@ def test_effective_brief_fills_floors():
 )
 def test_size_bytes(text, n):
     assert size_bytes(text) == n
+
+
+@pytest.mark.parametrize("kind", ["slurm", "k8s"])
+def test_a_host_whose_variables_are_not_a_mapping_is_reported_not_a_crash(kind):
+    # Ansible's hostvars are always mappings; the filter takes anything, and every phase that reads a
+    # host's variables (the controller's launcher, the API VIP's users, the topology labels) must cope.
+    brief, groups, hostvars = site(kind)
+    for host in hostvars:
+        hostvars[host] = "not a mapping"
+    violations = check(brief, groups, hostvars)
+    assert "HOST_VAR_MISSING" in codes(violations)
+    assert {v["host"] for v in violations if v["code"] == "HOST_VAR_MISSING"} == set(hostvars)

@@ -20,6 +20,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.catalogue i
     default_single_node_floor_gbps,
     single_node_ceiling_gbps,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.addresses import vars_of
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.catalogue import Pool
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.codes import make
 
@@ -102,7 +103,7 @@ def check_launcher(brief: dict, hostvars: Mapping[str, Any], controllers: Sequen
         return []
     out: list[dict] = []
     host = controllers[0]
-    hv = hostvars.get(host) or {}
+    hv = vars_of(hostvars, host)
     plane = brief["cluster"].get("control_plane")
     launcher = hv.get("acceptance_launcher")
     if launcher is None:

@@ -9,6 +9,7 @@ dotted quad, no host bits), so a 4,096-node inventory is checked in well under a
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,3 +91,10 @@ def parse_cidr(value: Any, field: str, out: list[dict]) -> Net | None:
 
 
 __all__ = ["Net", "ip_text", "parse_cidr", "parse_ip"]
+
+
+def vars_of(hostvars: Mapping[str, Any], host: str) -> Mapping[str, Any]:
+    """A host's variables; an empty mapping when the inventory gives something else for it (the hosts
+    phase reports the host's fields; no other phase may fail on it)."""
+    found = hostvars.get(host)
+    return found if isinstance(found, Mapping) else {}

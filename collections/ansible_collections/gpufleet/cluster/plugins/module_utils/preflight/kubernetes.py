@@ -15,7 +15,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.schema import show
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.acceptance import literal
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.addresses import parse_ip
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.addresses import parse_ip, vars_of
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.codes import make
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.groups import Pools
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.networks import Networks
@@ -144,7 +144,7 @@ def _api_vip(brief: dict, hostvars: Mapping[str, Any], controllers: tuple[str, .
         f"{host} ({key})"
         for host in sorted(hostvars)
         for key in ("ansible_host", "bmc_ip", "storage_ip")
-        if parse_ip((hostvars.get(host) or {}).get(key)) == addr
+        if parse_ip(vars_of(hostvars, host).get(key)) == addr
     ] + (["networks.management.gateway"] if gateway == addr else [])
     if users:
         out.append(make("K8S_API_VIP_IN_USE", field, vip=vip, users=", ".join(users)))
@@ -162,7 +162,7 @@ def _topology_labels(hostvars: Mapping[str, Any], pools: Pools) -> list[dict]:
     out = []
     for member in pools.members:
         for host in member.hosts:
-            hv = hostvars.get(host) or {}
+            hv = vars_of(hostvars, host)
             raw = {var: hv.get(var) for var in ("rack", "leaf_switch")}
             if any(isinstance(v, str) and not literal(v) for v in raw.values()):
                 continue
