@@ -14,7 +14,9 @@ checkpoint when one exists. It prints the lines the acceptance reads (docs/stora
 Killed (scancel, SIGKILL, a deleted pod) at any point it loses at most the steps since its last checkpoint.
 With --window-s / $GPUFLEET_WINDOW_S it trains that many seconds in all, counted across restarts (the
 checkpoint carries the seconds trained so far), then writes its last checkpoint, prints
-``gpufleet-workload event=done step=N time=T`` and exits 0; without, it trains until it is killed.
+``gpufleet-workload event=done step=N time=T`` and exits 0; without, it trains until it is killed. A
+resumed run prints at least one progress line before it honours the window: the restore is measured
+by the first step after it, also when the window ran out while the killed run was being replaced.
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     data = dataset(args.dataset, args.samples, args.seed)
     dims = len(data[0][0])
     state = load(args.checkpoint_dir)
-    if state is not None:
+    resumed = state is not None
+    if resumed:
         if len(state["weights"]) != dims:
             raise SystemExit(f"train.py: the checkpoint has {len(state['weights'])} weights, the data {dims}")
         emit(event="resumed", step=state["step"])
@@ -117,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     started = last_report = last_ckpt = time.monotonic()
     done_since_report = 0
     loss_sum = 0.0
-    while (not args.max_steps or step < args.max_steps) and not (
-        args.window_s and trained_before + time.monotonic() - started >= args.window_s
+    owed_report = resumed
+    while (not args.max_steps or step < args.max_steps) and (
+        owed_report or not (args.window_s and trained_before + time.monotonic() - started >= args.window_s)
     ):
         batch = [data[rng.randrange(len(data))] for _ in range(args.batch)]
         grad_w = [0.0] * dims
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         if now - last_report >= args.report_every_s or step == args.max_steps:
             rate = done_since_report * args.batch / max(now - last_report, 1e-9)
             emit(step=step, samples_per_s=f"{rate:.1f}", loss=f"{loss_sum / done_since_report:.6f}")
-            last_report, done_since_report, loss_sum = now, 0, 0.0
+            last_report, done_since_report, loss_sum, owed_report = now, 0, 0.0, False
         trained = trained_before + now - started
         if now - last_ckpt >= args.checkpoint_every_s or step == args.max_steps:
             save(args.checkpoint_dir, _state(step, weights, bias, args.seed, trained))

@@ -4,6 +4,7 @@ codes of acceptance.workload; and the test suite's training loop (tests/workload
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -351,6 +352,19 @@ def test_train_checkpoints_and_resumes(tmp_path):
     losses_first = [p["loss"] for p in first["progress"]]
     # It learns: the loss after resuming is well below where it started.
     assert second["progress"][-1]["loss"] < losses_first[0] / 10
+
+
+def test_train_resumed_past_its_window_still_steps_once(tmp_path):
+    """A pod replaced after the window ran out (its last checkpoint already holds the whole window) still
+    steps and reports once after resuming, so the restore is measured, then ends the job."""
+    ckpt = tmp_path / "ckpt"
+    train(ckpt, "--window-s", "0.3", "--checkpoint-every-s", "0")
+    state = json.loads((ckpt / "checkpoint.json").read_text())
+    assert state["trained_s"] >= 0.3
+    out = wl.parse_output(train(ckpt, "--window-s", "0.3"))
+    assert out["resumed_step"] == state["step"]
+    assert out["first_step_time"] is not None and out["last_step"] > state["step"]
+    assert [e["event"] for e in out["events"]][-1] == "done"
 
 
 def test_train_reads_a_dataset_and_the_environment(tmp_path):
