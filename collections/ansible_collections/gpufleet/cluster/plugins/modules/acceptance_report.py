@@ -155,20 +155,12 @@ options:
         C(gpufleet-reports) in the system's temporary directory. When both fail, the task fails and returns the whole
         report as C(report).
     type: path
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.cluster.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
     details: In check mode the report is built and its verdict returned; nothing is written.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing) when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-author:
-  - gpufleet developers
 seealso:
   - name: NCCL acceptance
     description: Gate rules, bisect and the report's layout (docs/nccl-acceptance.md, docs/acceptance-role.md).

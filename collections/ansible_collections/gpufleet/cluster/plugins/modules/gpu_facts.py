@@ -61,23 +61,15 @@ options:
     type: list
     elements: str
     default: [journalctl, -k, -b, -o, short-iso-precise, --no-pager]
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+  - gpufleet.cluster.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
     details: The module only reads; it gathers the same facts in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
   facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-author:
-  - gpufleet developers
 seealso:
   - name: Hardware gate
     description: What each check compares, its code and what to do when it fails (docs/hardware-gate.md).

@@ -46,20 +46,12 @@ options:
       - A drift report (P(gpufleet.cluster.drift_check#filter)); one record per node of it, its status as the
         verdict and its drifted components as the codes.
     type: dict
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.cluster.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
     details: In check mode nothing is appended.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing) when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-author:
-  - gpufleet developers
 """
 
 EXAMPLES = r"""

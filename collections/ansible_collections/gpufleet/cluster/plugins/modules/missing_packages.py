@@ -23,7 +23,9 @@ options:
     type: list
     elements: str
     required: true
-author: gpufleet developers
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.cluster.attributes
 """
 
 EXAMPLES = r"""

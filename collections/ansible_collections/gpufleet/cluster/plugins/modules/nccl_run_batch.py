@@ -39,22 +39,14 @@ options:
     description: Seconds between SIGTERM and SIGKILL for a command past I(timeout).
     type: int
     default: 30
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.cluster.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
     details:
       - The commands run in check mode too - they are read-only benchmarks, as every benchmark task of the
         acceptance role (C(check_mode) false) - and nothing is reported changed.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing) when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-author:
-  - gpufleet developers
 """
 
 EXAMPLES = r"""

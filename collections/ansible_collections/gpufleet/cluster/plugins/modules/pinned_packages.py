@@ -88,7 +88,13 @@ options:
     type: list
     elements: str
     default: []
-author: gpufleet developers
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.cluster.attributes
+attributes:
+  diff_mode:
+    support: full
+    details: The packages installed or held, and the unattended-upgrades blacklist file, as before and after.
 """
 
 EXAMPLES = r"""

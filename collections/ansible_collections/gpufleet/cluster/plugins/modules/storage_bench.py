@@ -89,20 +89,12 @@ options:
     description: Seconds the first access of a path (an automount, an NFS server) may take.
     type: int
     default: 20
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - gpufleet.cluster.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
     details: In check mode nothing is written or measured; the record says so (C(skipped)).
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing) when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-author:
-  - gpufleet developers
 """
 
 EXAMPLES = r"""
