@@ -29,7 +29,7 @@ import sys
 import time
 
 # The shared module is installed beside this program (role telemetry).
-from gpufleet_textfile import write_atomic
+from gpufleet_textfile import Exposition, write_atomic
 
 _ID_RE = re.compile(r"^[0-9A-Za-z_.+-]+$")
 
@@ -53,10 +53,6 @@ def _read_lines(path: str) -> list[str]:
         return []
 
 
-def _esc(value) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 def render(state_dir: str, now: float) -> str:
     """The textfile, from every job file in the state directory."""
     rows = []
@@ -69,22 +65,17 @@ def render(state_dir: str, now: float) -> str:
         except (OSError, ValueError):
             continue
         for gpu in job.get("gpus", []):
-            rows.append(
-                (
-                    int(gpu),
-                    f'gpufleet_slurm_gpu_job{{gpu="{_esc(gpu)}",slurm_job="{_esc(job["job"])}",user="{_esc(job["user"])}",'
-                    f'account="{_esc(job["account"])}",partition="{_esc(job["partition"])}"}} 1',
-                )
-            )
-    lines = [
-        "# HELP gpufleet_slurm_gpu_job 1 for each GPU of this node held by a Slurm job (job, user, account).",
-        "# TYPE gpufleet_slurm_gpu_job gauge",
-        *[text for _, text in sorted(rows)],
-        "# HELP gpufleet_textfile_last_run_timestamp_seconds When a gpufleet textfile collector last wrote its file.",
-        "# TYPE gpufleet_textfile_last_run_timestamp_seconds gauge",
-        f'gpufleet_textfile_last_run_timestamp_seconds{{collector="jobmap"}} {int(now)}',
-    ]
-    return "\n".join(lines) + "\n"
+            labels = [("gpu", gpu), ("slurm_job", job["job"]), ("user", job["user"]), ("account", job["account"])]
+            rows.append((int(gpu), [*labels, ("partition", job["partition"])]))
+    out = Exposition()
+    out.family(
+        "gpufleet_slurm_gpu_job",
+        "gauge",
+        "1 for each GPU of this node held by a Slurm job (job, user, account).",
+        [(labels, 1) for _, labels in sorted(rows)],
+    )
+    out.last_run("jobmap", now)
+    return out.text()
 
 
 def update(action: str, env: dict, map_dir: str, state_dir: str, output: str, now: float | None = None) -> bool:

@@ -29,7 +29,7 @@ import sys
 import time
 
 # The shared module is installed beside this program (role telemetry).
-from gpufleet_textfile import write_atomic
+from gpufleet_textfile import Exposition, write_atomic
 
 COUNTERS = (
     "link_downed",
@@ -114,24 +114,10 @@ def read_ports(root: str, globs: list[str] | None = None) -> list[dict]:
     return ports
 
 
-def _esc(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
 def render(ports: list[dict], now: float) -> str:
     """The textfile, in Prometheus' text format."""
-    out = []
-
-    def family(name, kind, help_text, rows):
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        for labels, value in rows:
-            text = ",".join(f'{k}="{_esc(v)}"' for k, v in labels)
-            out.append(f"{name}{{{text}}} {_num(value)}")
+    out = Exposition()
+    family = out.family
 
     def key(p):
         return [("device", p["device"]), ("port", p["port"])]
@@ -178,13 +164,8 @@ def render(ports: list[dict], now: float) -> str:
         "RDMA port error counters (sysfs ports/N/counters), by counter name.",
         [([*key(p), ("counter", name)], value) for p in ports for name, value in sorted(p["counters"].items())],
     )
-    family(
-        "gpufleet_textfile_last_run_timestamp_seconds",
-        "gauge",
-        "When a gpufleet textfile collector last wrote its file.",
-        [([("collector", "rdma")], int(now))],
-    )
-    return "\n".join(out) + "\n"
+    out.last_run("rdma", now)
+    return out.text()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,7 @@ import time
 from datetime import datetime
 
 # The shared module is installed beside this program (role telemetry).
-from gpufleet_textfile import write_atomic
+from gpufleet_textfile import Exposition, write_atomic
 
 SQUEUE_FORMAT = "%i|%a|%u|%P|%T|%V|%D|%b"
 SACCT_FIELDS = "JobID,Account,User,Partition,State,Submit,Start,End,AllocTRES"
@@ -168,15 +168,6 @@ def window_rows(jobs: list[dict], now: float, hours: float) -> dict[str, dict[tu
     }
 
 
-def _esc(value) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _num(value: float) -> str:
-    value = round(float(value), 6)
-    return str(int(value)) if value.is_integer() else repr(value)
-
-
 def _window_name(hours: float) -> str:
     return f"{int(hours)}h" if float(hours).is_integer() else f"{hours}h"
 
@@ -189,14 +180,8 @@ def render(
     windows: list[float],
     errors: list[str] = (),
 ) -> str:
-    out: list[str] = []
-
-    def family(name, kind, help_text, rows):
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        for labels, value in rows:
-            text = ",".join(f'{k}="{_esc(v)}"' for k, v in labels)
-            out.append(f"{name}{{{text}}} {_num(value)}")
+    out = Exposition()
+    family = out.family
 
     if squeue is not None:
         q = queue_rows(squeue, now)
@@ -268,13 +253,8 @@ def render(
         "1 when a Slurm command failed on the last run.",
         [([("command", c)], 1) for c in errors],
     )
-    family(
-        "gpufleet_textfile_last_run_timestamp_seconds",
-        "gauge",
-        "When a gpufleet textfile collector last wrote its file.",
-        [([("collector", "slurm")], int(now))],
-    )
-    return "\n".join(out) + "\n"
+    out.last_run("slurm", now)
+    return out.text()
 
 
 def _run(argv: list[str], timeout: int) -> str | None:

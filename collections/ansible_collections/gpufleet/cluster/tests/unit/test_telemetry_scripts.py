@@ -382,3 +382,19 @@ def test_shared_write_atomic_keeps_the_old_file_when_a_write_fails(tmp_path):
     assert target.read_text() == "old 1\n"
     assert [p.name for p in tmp_path.iterdir()] == ["gpufleet_rdma.prom"]
     assert oct(target.stat().st_mode & 0o777) == "0o644"
+
+
+def test_shared_exposition_escapes_label_values_and_rounds_float_noise():
+    textfile = _load("gpufleet_textfile")
+    out = textfile.Exposition()
+    out.family("m", "gauge", "A metric.", [([("job", 'a"b\\c\nd')], 0.1 + 0.2), ([("job", "x")], 3.0)])
+    out.last_run("test", 12.9)
+    assert out.text().splitlines() == [
+        "# HELP m A metric.",
+        "# TYPE m gauge",
+        'm{job="a\\"b\\\\c\\nd"} 0.3',
+        'm{job="x"} 3',
+        "# HELP gpufleet_textfile_last_run_timestamp_seconds When a gpufleet textfile collector last wrote its file.",
+        "# TYPE gpufleet_textfile_last_run_timestamp_seconds gauge",
+        'gpufleet_textfile_last_run_timestamp_seconds{collector="test"} 12',
+    ]
