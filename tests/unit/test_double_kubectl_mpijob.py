@@ -1,11 +1,15 @@
 """The kubectl test double's MPIJob path (molecule/resources/doubles/stack/k8s/kubectl): it places
 the workers as the scheduler would and runs the all_reduce_perf double as the launcher, whose log
-our parser reads back. The API server stand-in is replaced by an in-memory store."""
+our parser reads back. The API server stand-in is replaced by an in-memory store, except in the tests of what happens
+between kubectl calls (the operator runs a created MPIJob in the background): those run the API
+server stand-in on a local port (k8s_live)."""
 
 from __future__ import annotations
 
 import json
+import time
 
+import k8s_live
 import pytest
 import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_debug as nd
@@ -85,10 +89,9 @@ def mpijob(name="acc", hostnames=("stack-deb12", "stack-deb12b"), **kw):
         IMAGE,
         ARGV,
         name=name,
-        env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"},
         mpirun_args=["--allow-run-as-root"],
         hostnames=list(hostnames),
-        **kw,
+        **{"env": {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}, **kw},
     )
 
 
@@ -122,7 +125,7 @@ def test_mpijob_runs_on_the_pool_nodes_and_its_log_parses(cluster):
     assert debug is not None and debug["network"] == "IB" and debug["gdr"]
 
 
-def test_mpijob_without_the_pool_tolerations_stays_pending(cluster):
+def test_mpijob_without_the_pool_tolerations_stays_pending(cluster, capsys):
     kubectl, store = cluster
     job = mpijob("notol")
     job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["tolerations"] = []
@@ -130,7 +133,11 @@ def test_mpijob_without_the_pool_tolerations_stays_pending(cluster):
     assert record["workers"] == {} and "rc" not in record
     assert all("untolerated taint {gpufleet.io/reserved: training}" in why for why in record["pending"].values())
     assert "Succeeded" not in conditions(store, job)
-    assert kubectl.wait(None, {"--for": "condition=Succeeded"}, ["mpijob/notol"], "gpufleet") == 1
+    began = time.monotonic()
+    assert kubectl.wait(None, {"--for": "condition=Succeeded", "--timeout": "0.5s"}, ["mpijob/notol"], "gpufleet") == 1
+    # kubectl wait watches until its timeout, then gives kubectl's message
+    assert time.monotonic() - began >= 0.5
+    assert capsys.readouterr().err == "error: timed out waiting for the condition on mpijobs/notol\n"
 
 
 def test_cordoned_node_takes_no_worker(cluster):
@@ -222,3 +229,84 @@ def test_a_custom_resource_is_refused_until_its_crd_is_applied(cluster, capsys):
     with pytest.raises(SystemExit):
         kubectl.require_kind(None, wrong_version, "job.yaml")
     kubectl.require_kind(None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}, "ns.yaml")
+
+
+# --- kubectl create returns at once; the operator runs the job in the background -------------------
+
+
+@pytest.fixture
+def live(tmp_path):
+    """The API server stand-in and kubectl (k8s_live), with the gpu_stack scenario's two H100 nodes."""
+    cluster = k8s_live.start(tmp_path)
+    labels = {"gpufleet.io/pool": "stack-h100"}
+    for name in ("stack-deb12", "stack-deb12b"):
+        (cluster.peers / f"{name}.json").write_text((PROFILES / "stack-h100-roce.json").read_text())
+    cluster.apply(*(k8s_live.gpu_node(n, labels, [RESERVED, GPU_TAINT]) for n in ("stack-deb12", "stack-deb12b")))
+    cluster.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpufleet"}}),
+    )
+    yield cluster
+    cluster.stop()
+
+
+def test_create_returns_at_once_and_wait_blocks_until_the_job_succeeded(live):
+    job = mpijob("slow", env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "GPUFLEET_DOUBLE_SLEEP": "2"})
+    began = time.monotonic()
+    created = live.kubectl("create", "-f", "-", stdin=json.dumps(job))
+    assert created.stdout == "mpijob/slow created\n"
+    assert time.monotonic() - began < 2  # the launcher sleeps 2 s: create did not wait for it
+    stored = json.loads(live.kubectl("-n", "gpufleet", "get", "mpijob", "slow", "-o", "json").stdout)
+    assert "Succeeded" not in {c["type"] for c in (stored.get("status") or {}).get("conditions") or []}
+    waited = live.kubectl("-n", "gpufleet", "wait", "--for=condition=Succeeded", "mpijob/slow", "--timeout=60s")
+    assert waited.stdout == "mpijob.kubeflow.org/slow condition met\n"
+    assert time.monotonic() - began >= 2
+    stored = json.loads(live.kubectl("-n", "gpufleet", "get", "mpijob", "slow", "-o", "json").stdout)
+    assert [(c["type"], c["status"]) for c in stored["status"]["conditions"]] == [
+        ("Created", "True"),
+        ("Running", "False"),
+        ("Succeeded", "True"),
+    ]
+    log = live.kubectl(
+        "-n",
+        "gpufleet",
+        "logs",
+        "--tail=-1",
+        "-l",
+        "training.kubeflow.org/job-name=slow,training.kubeflow.org/job-role=launcher",
+    ).stdout
+    (run,) = nt.parse(log)[0]
+    assert run["hosts"] == ["slow-worker-0", "slow-worker-1"]
+    (record,) = live.mpijob_records()
+    assert record["rc"] == 0 and sorted(record["workers"].values()) == ["stack-deb12", "stack-deb12b"]
+    assert record["finished"] - record["started"] >= 2
+    # The set-based selector reads the workers of several jobs in one call.
+    pods = json.loads(
+        live.kubectl(
+            "-n",
+            "gpufleet",
+            "get",
+            "pods",
+            "-l",
+            "training.kubeflow.org/job-name in (slow,other),training.kubeflow.org/job-role=worker",
+            "-o",
+            "json",
+        ).stdout
+    )["items"]
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["stack-deb12", "stack-deb12b"]
+
+
+def test_wait_times_out_with_kubectls_message_while_the_job_runs(live):
+    job = mpijob("long", env={"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "GPUFLEET_DOUBLE_SLEEP": "3"})
+    live.kubectl("create", "-f", "-", stdin=json.dumps(job))
+    began = time.monotonic()
+    waited = live.kubectl(
+        "-n", "gpufleet", "wait", "--for=condition=Succeeded", "mpijob/long", "--timeout=1s", check=False
+    )
+    assert waited.returncode == 1 and 1 <= time.monotonic() - began < 3
+    assert waited.stderr == "error: timed out waiting for the condition on mpijobs/long\n"
+    stored = json.loads(live.kubectl("-n", "gpufleet", "get", "mpijob", "long", "-o", "json").stdout)
+    assert ("Running", "True") in [(c["type"], c["status"]) for c in stored["status"]["conditions"]]
+    live.kubectl("-n", "gpufleet", "wait", "--for=condition=Succeeded", "mpijob/long", "--timeout=60s")

@@ -20,8 +20,10 @@ import urllib.request
 
 import yaml
 
-LOG_DIR = "/var/log/gpufleet-doubles"
-STATE_DIR = "/var/lib/gpufleet-doubles/k8s"
+# Where the logs and the cluster's state are kept; a unit test that runs the doubles outside the test
+# bed points them at its own directories.
+LOG_DIR = os.environ.get("GPUFLEET_DOUBLE_LOG_DIR", "/var/log/gpufleet-doubles")
+STATE_DIR = os.environ.get("GPUFLEET_DOUBLE_K8S_STATE_DIR", "/var/lib/gpufleet-doubles/k8s")
 TOKEN_RE = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
 KEY_RE = re.compile(r"\b[0-9a-f]{64}\b")
 VERSION = os.environ.get("GPUFLEET_DOUBLE_K8S_VERSION", "@K8S_VERSION@")
@@ -62,17 +64,43 @@ def load_docs(path):
         return [d for d in yaml.safe_load_all(fh) if d]
 
 
+def selector_terms(selector):
+    """The terms of a label selector, split at the commas that are not inside a set's parentheses."""
+    terms, depth, term = [], 0, ""
+    for ch in selector or "":
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            terms.append(term.strip())
+            term = ""
+        else:
+            term += ch
+    return [t for t in [*terms, term.strip()] if t]
+
+
+SET_TERM = re.compile(r"^(!?)([^\s!=()]+)\s+(in|notin)\s+\(([^)]*)\)$")
+
+
 def selector_matches(selector, labels):
-    """kubectl's equality-based label selector (``a=b,c=d``, ``a!=b``, ``a``) against a label dict."""
+    """kubectl's label selector against a label dict: equality-based terms (``a=b``, ``a==b``, ``a!=b``),
+    set-based ones (``a in (x,y)``, ``a notin (x,y)``) and existence (``a``, ``!a``)."""
     labels = labels or {}
-    for term in [t.strip() for t in (selector or "").split(",") if t.strip()]:
-        if "!=" in term:
+    for term in selector_terms(selector):
+        m = SET_TERM.match(term)
+        if m:
+            values = {v.strip() for v in m.group(4).split(",") if v.strip()}
+            # A missing label is in no set: ``in`` fails, ``notin`` holds.
+            if (labels.get(m.group(2)) in values) != (m.group(3) == "in"):
+                return False
+        elif "!=" in term:
             k, v = term.split("!=", 1)
             if labels.get(k.strip()) == v.strip():
                 return False
         elif "=" in term:
             k, v = term.replace("==", "=").split("=", 1)
             if labels.get(k.strip()) != v.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
                 return False
         elif term not in labels:
             return False
