@@ -17,8 +17,10 @@ nodes of its pool, with a robust rule (docs/nccl-acceptance.md, "Outliers"):
   warning (with two nodes, which one is odd cannot be told).
 
 Only the worse side counts: lower busbw or bandwidth, longer restore. Metrics: single-node NCCL
-busbw at the largest size (``NCCL_OUTLIER``); storage scratch / shared write and read GB/s and the
-checkpoint restore time (``STORAGE_OUTLIER``). Severity: the brief's ``acceptance.outliers.severity``,
+busbw at the largest size (``NCCL_OUTLIER``); the node's GPU-to-GPU copies from nvbandwidth, its
+weakest pair and the sum of its pairs (``P2P_OUTLIER``: its own code, as the fix is the node's
+NVLinks or its GPUs' PCIe paths, not the NCCL run); storage scratch / shared write and read GB/s and
+the checkpoint restore time (``STORAGE_OUTLIER``). Severity: the brief's ``acceptance.outliers.severity``,
 ``warn`` (default) or ``fail``.
 """
 
@@ -37,6 +39,8 @@ MAD_SCALE = 0.6745
 METRICS = {
     "single_node_busbw": ("NCCL_OUTLIER", "single-node busbw", "GB/s", True),
     "latency_us": ("NCCL_OUTLIER", "single-node latency at the smallest size", "us", False),
+    "p2p_min": ("P2P_OUTLIER", "weakest GPU pair's copy bandwidth (nvbandwidth)", "GB/s", True),
+    "p2p_sum": ("P2P_OUTLIER", "sum of the GPU pairs' copy bandwidth (nvbandwidth)", "GB/s", True),
     "scratch_write": ("STORAGE_OUTLIER", "scratch write", "GB/s", True),
     "scratch_read": ("STORAGE_OUTLIER", "scratch read", "GB/s", True),
     "shared_write": ("STORAGE_OUTLIER", "shared file system write", "GB/s", True),
@@ -46,6 +50,8 @@ METRICS = {
 _TODO = {
     "NCCL_OUTLIER": "check its GPUs' clocks and throttle reasons (nvidia-smi -q -d PERFORMANCE), NVLink "
     "(nvidia-smi nvlink -s) and PCIe links, or drain it before hand-over",
+    "P2P_OUTLIER": "check the NVLinks of its weakest pair (nvidia-smi nvlink -s and -e, nvidia-smi topo -m) "
+    "and the fabric manager, or drain it before hand-over",
     "STORAGE_OUTLIER": "check its drives (nvme smart-log), their PCIe links and its mount options",
 }
 
@@ -121,6 +127,14 @@ def node_figures(runs: Sequence[Mapping], storage: Sequence[Mapping]) -> dict[st
             prev = out["latency_us"].get(r["host"])
             value = float(r["latency_us"])
             out["latency_us"][r["host"]] = value if prev is None else max(prev, value)
+        p2p = r.get("p2p") if r.get("scope") == "single-node" and r.get("host") else None
+        if isinstance(p2p, Mapping) and p2p.get("status") == "measured":
+            # The node's weakest pair and its sum, from nvbandwidth (acceptance/p2p.py); the worst of its runs.
+            for metric, key in (("p2p_min", "min_gbps"), ("p2p_sum", "sum_gbps")):
+                if p2p.get(key) is not None:
+                    prev = out[metric].get(r["host"])
+                    value = float(p2p[key])
+                    out[metric][r["host"]] = value if prev is None else min(prev, value)
     for rec in storage:
         host = rec.get("host")
         if not host or rec.get("skipped"):
@@ -148,9 +162,15 @@ def judge(
     storage: Sequence[Mapping] = (),
 ) -> tuple[list[dict], list[dict]]:
     """The outlier section (one entry per pool and metric measured on two nodes or more) and its
-    ``NCCL_OUTLIER`` / ``STORAGE_OUTLIER`` violations. ``pools``: host -> pool name. Pure."""
+    ``NCCL_OUTLIER`` / ``P2P_OUTLIER`` / ``STORAGE_OUTLIER`` violations. ``pools``: host -> pool name. Pure."""
     rule = settings(brief)
     figures = node_figures(runs, storage)
+    # Which pair is each node's weakest, to name it beside the figure.
+    weakest = {
+        r["host"]: r["p2p"].get("min_pair")
+        for r in runs
+        if r.get("scope") == "single-node" and r.get("host") and isinstance(r.get("p2p"), Mapping)
+    }
     section: list[dict] = []
     found: list[dict] = []
     for metric, (code, what, unit, higher) in METRICS.items():
@@ -184,11 +204,13 @@ def judge(
                     z = f"modified z-score {o['z']:.1f}" if o["z"] is not None else "the others all equal"
                     why = f"pool {pool}'s median of {len(values)} nodes ({z})"
                 severity = ERROR if rule["severity"] == "fail" and not o["small_pool"] else WARNING
+                pair = f" (GPU {weakest[o['host']]})" if metric == "p2p_min" and weakest.get(o["host"]) else ""
                 found.append(
                     violation(
                         code,
                         "acceptance.outliers",
-                        f"{what} {o['value']:.4g} {unit} is {o['deviation']:.1%} {side} {o['median']:.4g} {unit}, "
+                        f"{what}{pair} {o['value']:.4g} {unit} is {o['deviation']:.1%} {side} "
+                        f"{o['median']:.4g} {unit}, "
                         f"{why}: expected within {rule['min_deviation']:.0%} of its peers. Floors passed or not, "
                         f"{_TODO[code]}",
                         host=o["host"],

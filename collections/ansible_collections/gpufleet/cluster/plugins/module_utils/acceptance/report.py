@@ -15,7 +15,8 @@ A run record (what the playbook collects per test) is::
      "host": "gpu01" | None,            # single-node runs
      "floor_gbps": 440, "limit_gbps": 450,
      "run": <a run from nccl_tests.parse> | None,
-     "log": "path of the raw log" (optional)}
+     "log": "path of the raw log" (optional),
+     "p2p": <the node's nvbandwidth record, acceptance/p2p.py> (single-node runs, optional)}
 
 Bisect runs are diagnostics: shown, plotted, never counted in the verdict.
 """
@@ -81,6 +82,7 @@ def _run_entry(record: dict) -> dict:
         "limit_gbps": record.get("limit_gbps"),
         "result": result,
         "log": record.get("log"),
+        "p2p": record.get("p2p") or None,
         **summary,
         "run": run,
     }
@@ -309,6 +311,7 @@ def render_markdown(report: dict) -> str:
         rows,
     )
     out.append("")
+    out += render_p2p(report)
 
     nodes = report.get("nodes") or []
     if nodes:
@@ -405,6 +408,35 @@ def render_markdown(report: dict) -> str:
         out.append(f"_Plots skipped: {skipped}_")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def render_p2p(report: dict) -> list[str]:
+    """Each node's GPU-to-GPU copies (nvbandwidth, acceptance/p2p.py) beside its single-node busbw;
+    nothing when no single-node run carries a p2p record."""
+    singles = [e for e in report.get("runs", []) if e.get("scope") == "single-node" and e.get("p2p")]
+    if not singles:
+        return []
+    out = ["## GPU-to-GPU copies (nvbandwidth)", ""]
+    rows = []
+    for e in singles:
+        p = e["p2p"]
+        measured = p.get("status") == "measured"
+        rows.append(
+            [
+                e.get("host"),
+                e.get("busbw_largest"),
+                p.get("testcase"),
+                p.get("status") if measured else f"{p.get('status')}: {p.get('reason') or ''}".rstrip(": "),
+                f"{p['min_gbps']:.2f} ({p.get('min_pair')})" if measured and p.get("min_gbps") is not None else None,
+                f"{p['sum_gbps']:.2f}" if measured and p.get("sum_gbps") is not None else None,
+                len(p.get("unmeasured") or []) if measured else None,
+            ]
+        )
+    out += _table(
+        ["host", "busbw (GB/s)", "testcase", "status", "weakest pair (GB/s)", "sum (GB/s)", "pairs N/A"], rows
+    )
+    out.append("")
+    return out
 
 
 def render_outliers(report: dict) -> list[str]:

@@ -689,6 +689,20 @@ OUTLIERS = Map(
     }
 )
 
+# GPU-to-GPU copies of each node (nvbandwidth; acceptance/p2p.py, docs/nccl-acceptance.md).
+P2P = Map(
+    fields={
+        "required": Field(
+            Bool(),
+            default=False,
+            doc="a node without nvbandwidth, or whose GPUs have no peer access, fails (P2P_NOT_GATHERED)",
+        ),
+        "min_gbps": Field(
+            Num(minimum=0), doc="floor: the node's weakest GPU pair, GB/s (P2P_BELOW_FLOOR); default none"
+        ),
+    }
+)
+
 # Each node against its own first acceptance (acceptance_history.py, docs/nccl-acceptance.md "History").
 HISTORY = Map(
     fields={
@@ -721,6 +735,7 @@ ACCEPTANCE = Map(
         ),
         "outliers": Field(OUTLIERS, default={}, doc="nodes judged against their pool's median (NCCL_OUTLIER)"),
         "history": Field(HISTORY, default={}, doc="nodes judged against their own first acceptance (NODE_DEGRADED)"),
+        "p2p": Field(P2P, default={}, doc="GPU-to-GPU copies of each node, from nvbandwidth (P2P_OUTLIER)"),
         "valid_days": Field(
             Int(minimum=1, maximum=3650),
             default=90,
