@@ -15,6 +15,11 @@ nodes of its pool, with a robust rule (docs/nccl-acceptance.md, "Outliers"):
 * a pool smaller than ``min_pool_size`` (default 4) has no meaningful MAD: each node is compared
   with the median of the *other* nodes by the first test alone, and an outlier there is only ever a
   warning (with two nodes, which one is odd cannot be told).
+* optionally, per metric, ``min_abs``: a node must also be worse than ``m`` by at least that much in
+  the metric's own unit. A share of a small figure can be the measurement's own noise: fio on a
+  loaded container disk of 1 GB/s spreads by 0.1 GB/s, 10 %, with nothing wrong; ``min_abs`` is that
+  noise floor, measured at the site, and leaves the share and z-score tests as they are. None by
+  default.
 
 Only the worse side counts: lower busbw or bandwidth, longer restore. Metrics: single-node NCCL
 busbw at the largest size (``NCCL_OUTLIER``); the node's GPU-to-GPU copies from nvbandwidth, its
@@ -66,6 +71,15 @@ def settings(brief: Mapping | None) -> dict:
     if not isinstance(given, Mapping):
         raise OutlierError(f"acceptance.outliers: expected a mapping, found {type(given).__name__} {given!r}")
     out = {**DEFAULTS, **given}
+    min_abs = out.get("min_abs") or {}
+    if not isinstance(min_abs, Mapping):
+        raise OutlierError(f"acceptance.outliers.min_abs: expected a mapping of metric to a number, found {min_abs!r}")
+    for metric, value in min_abs.items():
+        if metric not in METRICS:
+            raise OutlierError(f"acceptance.outliers.min_abs.{metric}: expected one of {', '.join(METRICS)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise OutlierError(f"acceptance.outliers.min_abs.{metric}: expected a number at least 0, found {value!r}")
+    out["min_abs"] = dict(min_abs)
     if out["severity"] not in ("warn", "fail"):
         raise OutlierError(f"acceptance.outliers.severity: expected warn or fail, found {out['severity']!r}")
     for key, low, high in (("min_deviation", 0, 1), ("mad_threshold", 0, None), ("min_pool_size", 2, None)):
@@ -76,8 +90,11 @@ def settings(brief: Mapping | None) -> dict:
     return out
 
 
-def find(values: Mapping[str, float], higher_is_better: bool = True, rule: Mapping | None = None) -> list[dict]:
-    """The outliers among one pool's ``values`` (host -> figure), worst first.
+def find(
+    values: Mapping[str, float], higher_is_better: bool = True, rule: Mapping | None = None, min_abs: float = 0.0
+) -> list[dict]:
+    """The outliers among one pool's ``values`` (host -> figure), worst first; ``min_abs``: the least
+    distance from the median, in the figure's unit, that can name a node.
 
     Each: ``{host, value, median, deviation, z, small_pool}``; ``median`` is the pool's (or, in a small
     pool, the other nodes'), ``deviation`` the share worse than it, ``z`` the modified z-score (None in a
@@ -96,7 +113,7 @@ def find(values: Mapping[str, float], higher_is_better: bool = True, rule: Mappi
             continue
         worse = (m - x) if higher_is_better else (x - m)
         deviation = worse / m
-        if deviation < float(rule["min_deviation"]):
+        if deviation < float(rule["min_deviation"]) or worse < float(min_abs):
             continue
         z = None
         if not small:
@@ -181,7 +198,7 @@ def judge(
         for pool, values in sorted(by_pool.items()):
             if len(values) < 2:
                 continue
-            outliers = find(values, higher, rule)
+            outliers = find(values, higher, rule, float(rule["min_abs"].get(metric, 0)))
             section.append(
                 {
                     "pool": pool,

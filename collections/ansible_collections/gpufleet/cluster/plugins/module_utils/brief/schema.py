@@ -673,7 +673,19 @@ WORKLOAD_ACCEPTANCE = Map(
 
 # --- end storage / cost / workload ----------------------------------------------------------------
 
-# The judgement of each node against its own pool (acceptance_outliers.py, docs/nccl-acceptance.md).
+# The judgement of each node against its own pool (acceptance_outliers.py, docs/nccl-acceptance.md);
+# the figures it judges (acceptance/outliers.py METRICS, which a unit test keeps equal).
+OUTLIER_METRICS = {
+    "single_node_busbw": "GB/s, single-node all_reduce busbw",
+    "latency_us": "us, single-node all_reduce time of the smallest size",
+    "p2p_min": "GB/s, the weakest GPU pair's copy (nvbandwidth)",
+    "p2p_sum": "GB/s, the sum of the GPU pairs' copies (nvbandwidth)",
+    "scratch_write": "GB/s, fio write on the scratch",
+    "scratch_read": "GB/s, fio read on the scratch",
+    "shared_write": "GB/s, fio write on the shared file system",
+    "shared_read": "GB/s, fio read on the shared file system",
+    "checkpoint_restore": "s, the checkpoint read back",
+}
 OUTLIERS = Map(
     fields={
         "severity": Field(Str(choices=("warn", "fail")), default="warn", doc="an outlier warns (warn) or fails (fail)"),
@@ -685,6 +697,12 @@ OUTLIERS = Map(
         ),
         "min_pool_size": Field(
             Int(minimum=2), default=4, doc="smaller pools are judged against the other nodes and only warn"
+        ),
+        "min_abs": Field(
+            Map(fields={m: Field(Num(minimum=0), doc=doc) for m, doc in OUTLIER_METRICS.items()}),
+            default={},
+            doc="per figure, the least distance from the pool's median (in its unit: GB/s, us, s) that names "
+            "a node: the measurement's own noise at the site; default none",
         ),
     }
 )
