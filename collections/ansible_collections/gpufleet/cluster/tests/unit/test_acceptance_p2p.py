@@ -368,3 +368,14 @@ def test_the_double_without_a_profile_fails_like_a_node_without_a_driver():
         {"rc": out.returncode, "stdout": out.stdout, "stderr": out.stderr}, "gpu01", path=PATH, present=True
     )
     assert codes(judged["violations"]) == [("P2P_RUN_FAILED", "error")]
+
+
+def test_the_slow_pair_profile_passes_the_hardware_gate(tmp_path):
+    """h100-slow-p2p's topology is intact (NV18 everywhere): only the copy matrix shows its pair."""
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.hw import gate as hwgate
+    from hw_helpers import brief_and_pool, facts_from_doubles
+
+    brief, pool = brief_and_pool()
+    facts = facts_from_doubles("h100-slow-p2p", str(tmp_path))
+    assert facts["problems"] == []
+    assert hwgate.check_node("lab-gpu02", facts, brief, pool) == []
