@@ -75,8 +75,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(base: Path) -> LiveCluster:
-    """The API server stand-in and kubectl under ``base``, with the MPI Operator's CRD applied."""
+def start(base: Path, mpi_operator: bool = True) -> LiveCluster:
+    """The API server stand-in and kubectl under ``base``, with the MPI Operator's manifest (its
+    MPIJob CRD) applied unless ``mpi_operator`` is false."""
     lib, bindir = base / "lib", base / "bin"
     for d in (lib, bindir, base / "log", base / "state", base / "peers"):
         d.mkdir(parents=True)
@@ -128,7 +129,8 @@ def start(base: Path) -> LiveCluster:
         )
     )
     cluster = LiveCluster(base, bindir, kubeconfig, env, server)
-    cluster.kubectl("apply", "-f", str(MPI_OPERATOR))
+    if mpi_operator:
+        cluster.kubectl("apply", "-f", str(MPI_OPERATOR))
     return cluster
 
 
