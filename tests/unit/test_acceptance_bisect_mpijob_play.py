@@ -36,12 +36,14 @@ def cluster(tmp_path, request):
     live.stop()
 
 
-def run(tmp_path: Path, cluster: k8s_live.LiveCluster, nodes: list[str], slow: str, *args: str, rc: int = 0):
+def run(tmp_path: Path, cluster: k8s_live.LiveCluster, nodes: list[str], slow: str, *args: str, rc: int = 0, gpus=None):
     """Phase 2 with the mpijob launcher; (what it recorded, the MPIJobs' records, ansible's output),
-    or (None, None, ansible's output) when it fails as expected (``rc``)."""
+    or (None, None, ansible's output) when it fails as expected (``rc``). ``gpus``: {node: the GPUs
+    its profile gives the device plugin}, for a node with fewer than the pool's."""
     for node in nodes:
         profile = json.loads((PROFILES / f"{'h100-slow-net' if node == slow else 'h100-hgx-healthy'}.json").read_text())
         profile["hostname"] = node
+        profile["gpu_count"] = (gpus or {}).get(node, profile["gpu_count"])
         (cluster.peers / f"{node}.json").write_text(json.dumps(profile))
     cluster.apply(*(k8s_live.gpu_node(n, {POOL_LABEL: "h100-lab"}) for n in nodes))
     (tmp_path / "hosts.yml").write_text(inventory(nodes))
@@ -135,3 +137,20 @@ def test_an_mpijob_that_cannot_be_created_stops_the_play(tmp_path, cluster):
     _, _, output = run(tmp_path, cluster, ["gpu01", "gpu02"], "gpu02", rc=2)
     assert re.search(r"kubectl create of gpufleet-nccl-h100-lab-[0-9]{8}t[0-9]{6}z-0: error: resource mapping", output)
     assert 'no matches for kind "MPIJob" in version "kubeflow.org/v2beta1"' in output
+
+
+def test_an_mpijob_that_never_succeeds_is_a_run_without_a_figure(tmp_path, cluster):
+    # gpu02 advertises 4 GPUs, the pool's workers ask for 8: its worker stays Pending, the job never
+    # succeeds, kubectl wait gives up at acceptance_run_timeout and the run has no figure, the
+    # scheduler's reason in its output. Without a figure there is nothing to bisect.
+    recorded, jobs, _ = run(
+        tmp_path, cluster, ["gpu01", "gpu02"], "none", "-e", "acceptance_run_timeout=2", gpus={"gpu02": 4}
+    )
+    (run_record,) = recorded["runs"]
+    assert run_record["label"] == "all-nodes h100-lab" and run_record["busbw"] is None and run_record["rc"] == 1
+    assert "timed out waiting for the condition on mpijobs/gpufleet-nccl-h100-lab-" in run_record["output"]
+    # gpu01 already holds the other worker's 8 GPUs
+    assert "Pending workers: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu." in run_record["output"]
+    assert run_record["violations"] and recorded["plans"] == []
+    (job,) = jobs
+    assert list(job["workers"].values()) == ["gpu01"] and "rc" not in job
