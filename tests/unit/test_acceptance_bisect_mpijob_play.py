@@ -154,3 +154,25 @@ def test_an_mpijob_that_never_succeeds_is_a_run_without_a_figure(tmp_path, clust
     assert run_record["violations"] and recorded["plans"] == []
     (job,) = jobs
     assert list(job["workers"].values()) == ["gpu01"] and "rc" not in job
+
+
+def test_an_mpijob_that_fails_is_known_when_it_fails(tmp_path, cluster):
+    # The launcher's program is missing: mpirun fails, the job gains Failed, and the run ends then
+    # with that said, rather than at acceptance_run_timeout (120 s here) as a wait for Succeeded alone
+    # would.
+    recorded, jobs, _ = run(
+        tmp_path,
+        cluster,
+        ["gpu01", "gpu02"],
+        "none",
+        "-e",
+        "acceptance_run_timeout=120",
+        "-e",
+        "acceptance_all_reduce_perf=/opt/nccl-tests/bin/missing_all_reduce_perf",
+    )
+    (run_record,) = recorded["runs"]
+    assert run_record["busbw"] is None and run_record["rc"] == 1
+    assert "ended with condition Failed" in run_record["output"], run_record["output"]
+    assert "timed out waiting" not in run_record["output"]
+    (job,) = jobs
+    assert job["rc"] != 0

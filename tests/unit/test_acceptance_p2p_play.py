@@ -51,7 +51,12 @@ PLAYBOOK = """- name: Phase 1, as node.yml runs it
         mode: "0644"
 """
 
-NODES = {"gpu01": "h100-hgx-healthy", "gpu02": "h100-hgx-healthy", "gpu03": "h100-slow-p2p", "gpu04": "h100-hgx-healthy"}
+NODES = {
+    "gpu01": "h100-hgx-healthy",
+    "gpu02": "h100-hgx-healthy",
+    "gpu03": "h100-slow-p2p",
+    "gpu04": "h100-hgx-healthy",
+}
 
 
 def run(tmp_path: Path, extra_brief: dict | None = None) -> dict:
