@@ -143,9 +143,9 @@ options:
     default: {}
   brief:
     description:
-      - The topology brief. With it the report judges each node's single-node busbw and storage figures against
-        its pool's median (C(NCCL_OUTLIER), C(P2P_OUTLIER), C(STORAGE_OUTLIER), C(acceptance.outliers)) and sets the provider's
-        C(quote) beside the brief and the measurement (C(QUOTE_DIFFERS)), and each node against its own history
+      - The topology brief. With it the report judges each node's single-node busbw, GPU-to-GPU copy and storage
+        figures against its pool's median (C(NCCL_OUTLIER), C(P2P_OUTLIER), C(STORAGE_OUTLIER),
+        C(acceptance.outliers)) and sets the provider's C(quote) beside the brief and the measurement (C(QUOTE_DIFFERS)), and each node against its own history
         (C(NODE_DEGRADED), C(acceptance.history), C(acceptance.valid_days)); see docs/nccl-acceptance.md.
     type: dict
     default: {}
@@ -286,7 +286,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.storage.acceptanc
     not_tested as storage_not_tested,
 )
 
-_RUN_KEYS = ("label", "scope", "host", "floor_gbps", "limit_gbps", "run", "log")
+_RUN_KEYS = ("label", "scope", "host", "floor_gbps", "limit_gbps", "run", "log", "p2p")
 
 
 def merge_bisect(value) -> dict | None:

@@ -314,6 +314,26 @@ def test_the_report_shows_each_node_p2p_figure_beside_its_busbw():
     )
 
 
+def test_the_report_module_keeps_each_runs_p2p_record():
+    # The module hands build_report the runs as plan_logs leaves them (output moved to a log file):
+    # a node's nvbandwidth record must survive that step, or the report shows no figures at all.
+    from ansible_collections.gpufleet.cluster.plugins.modules.acceptance_report import plan_logs
+
+    record = {
+        "label": "single-node gpu01",
+        "scope": "single-node",
+        "host": "gpu01",
+        "floor_gbps": 400,
+        "run": None,
+        "output": "all_reduce_perf output",
+        "p2p": measured(fixture("h100_hgx_read_ce_slow_pair_v0.8.txt")),
+    }
+    (entry,), logs = plan_logs([record])
+    assert entry["p2p"] == record["p2p"] and "output" not in entry and list(logs) == [entry["log"]]
+    report = build_report("lab", runs=[entry], timestamp="20260101T000000Z")
+    assert report["runs"][0]["p2p"]["min_pair"] in ("2->5", "5->2")
+
+
 def test_no_p2p_section_without_records():
     report = build_report("lab", runs=[{"label": "all", "scope": "multi-node", "run": None}], timestamp="t")
     assert "GPU-to-GPU copies" not in render_markdown(report)
