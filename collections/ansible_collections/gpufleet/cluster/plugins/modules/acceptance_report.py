@@ -146,7 +146,8 @@ options:
       - The topology brief. With it the report judges each node's single-node busbw, GPU-to-GPU copy and storage
         figures against its pool's median (C(NCCL_OUTLIER), C(P2P_OUTLIER), C(STORAGE_OUTLIER),
         C(acceptance.outliers)) and sets the provider's C(quote) beside the brief and the measurement
-        (C(QUOTE_DIFFERS)), and each node against its own history (C(NODE_DEGRADED), C(acceptance.history), C(acceptance.valid_days)); see docs/nccl-acceptance.md.
+        (C(QUOTE_DIFFERS)), and each node against its own history (C(NODE_DEGRADED), C(acceptance.history),
+        C(acceptance.valid_days)); see docs/nccl-acceptance.md.
     type: dict
     default: {}
   fallback_dest:
