@@ -59,7 +59,7 @@ NODES = {
 }
 
 
-def run(tmp_path: Path, extra_brief: dict | None = None) -> dict:
+def run(tmp_path: Path, extra_brief: dict | None = None, **role_vars) -> dict:
     hosts = []
     for node, profile in NODES.items():
         wrapper = tmp_path / f"nvbandwidth-{node}"
@@ -92,6 +92,7 @@ def run(tmp_path: Path, extra_brief: dict | None = None) -> dict:
         "extra_brief": extra_brief or {},
         "acceptance_all_reduce_perf": str(DOUBLES / "all_reduce_perf"),
         "acceptance_min_bytes": "1G",
+        **role_vars,
     }
     argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts.yml", "play.yml", "-e", json.dumps(extra)]
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
@@ -129,3 +130,13 @@ def test_a_brief_that_requires_the_copies_fails_the_node_without_nvbandwidth(tmp
     found = [(v["code"], v["host"], v["severity"]) for r in recorded.values() for v in r["single"]["violations"]]
     assert ("P2P_NOT_GATHERED", "gpu05", "error") in found
     assert [f for f in found if f[0].startswith("P2P_")] == [("P2P_NOT_GATHERED", "gpu05", "error")]
+
+
+def test_a_brief_that_requires_the_copies_overrules_the_roles_switch(tmp_path):
+    # acceptance_p2p false would skip nvbandwidth; the brief requires the figures, so they are still
+    # gathered, and the node without the tool still fails rather than being accepted without them.
+    recorded = run(tmp_path, {"acceptance": {"p2p": {"required": True}}}, acceptance_p2p=False)
+    status = {h: (r["single"]["p2p"] or {}).get("status") for h, r in recorded.items()}
+    assert status == dict.fromkeys(NODES, "measured") | {"gpu05": "not gathered"}
+    found = [(v["code"], v["host"]) for r in recorded.values() for v in r["single"]["violations"]]
+    assert [f for f in found if f[0].startswith("P2P_")] == [("P2P_NOT_GATHERED", "gpu05")]
