@@ -1,6 +1,7 @@
 # gpufleet.cluster.linear: Ansible's linear strategy, with the collection's filter plugins imported in
 # the controller before the workers fork (module_utils/common/preload.py): every worker that templates a
-# gpufleet filter otherwise imports all of them again, ~1 s per task on three hosts.
+# gpufleet filter otherwise imports all of them again, ~1 s per task on three hosts. A task whose `when`
+# is false is skipped in the controller, without a worker (module_utils/common/controller_skip.py).
 # ansible.cfg's strategy: every gpufleet run uses it unless ANSIBLE_STRATEGY asks for
 # gpufleet.cluster.mitogen_linear (the lab, the benchmarks and Molecule do; see mitogen_linear.py).
 from __future__ import annotations
@@ -11,15 +12,18 @@ short_description: Ansible's linear strategy with gpufleet's filter plugins load
 description:
   - Runs plays exactly as C(ansible.builtin.linear); before the first task, imports the collection's filter
     and test plugins in the controller so that the forked workers inherit them.
+  - A task whose C(when) is false for a host is skipped in the controller with the result the worker would
+    send, without forking a worker (C(GPUFLEET_CONTROLLER_SKIP=0) turns this off).
 author: gpufleet
 """
 
 from ansible.plugins.strategy.linear import StrategyModule as _Linear
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.controller_skip import ControllerSkipMixin
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import preload_jinja_plugins
 
 
-class StrategyModule(_Linear):
-    """ansible.builtin.linear, the collection's Jinja plugins preloaded."""
+class StrategyModule(ControllerSkipMixin, _Linear):
+    """ansible.builtin.linear, the collection's Jinja plugins preloaded, false conditions skipped without a worker."""
 
     def __init__(self, tqm):
         preload_jinja_plugins()

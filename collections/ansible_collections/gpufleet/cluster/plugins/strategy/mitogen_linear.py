@@ -7,7 +7,8 @@
 # well under half the time (figures: docs/benchmarks.md). Task order, results, check mode and
 # diffs are linear's.
 # Like gpufleet.cluster.linear, it imports the collection's filters in the controller before the
-# workers fork (module_utils/common/preload.py), and lists the installed collections once there (Mitogen's
+# workers fork (module_utils/common/preload.py), skips a task whose `when` is false without a worker
+# (module_utils/common/controller_skip.py), and lists the installed collections once there (Mitogen's
 # planner walks them all in every task's worker otherwise).
 # The strategy is not a variable (-e cannot set it): ANSIBLE_STRATEGY selects it for one command.
 # Mitogen's own debug log (which holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1,
@@ -26,12 +27,15 @@ short_description: Ansible's linear strategy over Mitogen's connection (plain li
 description:
   - Runs plays exactly as C(ansible.builtin.linear), with Mitogen's persistent per-host interpreter when the
     C(mitogen) package is importable; falls back to C(ansible.builtin.linear) with a warning when it is not.
+  - A task whose C(when) is false for a host is skipped in the controller with the result the worker would
+    send, without forking a worker (C(GPUFLEET_CONTROLLER_SKIP=0) turns this off).
 author: gpufleet
 """
 
 import logging
 import os
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.controller_skip import ControllerSkipMixin
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import preload_jinja_plugins
 
 # How long a run waits on a node that stopped answering without closing its connection (power
@@ -110,7 +114,7 @@ try:
                 with_fallback._gpufleet_fallback = fallback
                 setattr(cls, name, with_fallback)
 
-    class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Base):
+    class StrategyModule(ControllerSkipMixin, ansible_mitogen.strategy.StrategyMixin, _Base):
         """Mitogen's linear strategy."""
 
         def __init__(self, *args, **kwargs):
@@ -123,7 +127,7 @@ except ImportError:  # pragma: no cover - depends on what is installed
     from ansible.plugins.strategy.linear import StrategyModule as _Linear
     from ansible.utils.display import Display
 
-    class StrategyModule(_Linear):
+    class StrategyModule(ControllerSkipMixin, _Linear):
         """Plain linear: Mitogen is not installed."""
 
         def __init__(self, tqm):
