@@ -31,13 +31,14 @@ def skipped_result(host, task, task_vars, play_context, loader):
     """The skipped result the worker would return, or None when the task must go to a worker."""
     if not task.when or task.loop is not None or task.loop_with or task.delegate_to:
         return None
-    # Imported here: the strategies import this module while Ansible loads them.
-    from ansible._internal import _display_utils
-    from ansible._internal._templating._engine import TemplateEngine
-
-    templar = TemplateEngine(loader=loader, variables=task_vars)
     tempvars = task_vars.copy()
     try:
+        # ansible-core's private modules, imported here: an ansible-core without them (another
+        # release) sends every task to a worker, as Ansible's own linear strategy does.
+        from ansible._internal import _display_utils
+        from ansible._internal._templating._engine import TemplateEngine
+
+        templar = TemplateEngine(loader=loader, variables=task_vars)
         with _display_utils.DeferredWarningContext(variables=task_vars) as warnings:
             context = play_context.set_task_and_variable_override(task=task, variables=task_vars, templar=templar)
             context.post_validate(templar=templar)
@@ -76,9 +77,9 @@ class ControllerSkipMixin:
 
     def _send_skipped(self, host, task, task_vars, play_context, result) -> bool:
         """Queue the result as a worker would have (the same cache entry, callback and count)."""
-        from ansible.executor.task_result import _RawTaskResult
-
         try:
+            from ansible.executor.task_result import _RawTaskResult
+
             fields = squashed_fields(task)
         except Exception:
             return False

@@ -1,0 +1,52 @@
+"""module_utils/common/controller_skip: what never reaches the controller's evaluation, and an
+ansible-core without the private modules it uses (every task then goes to a worker). The results it
+sends are compared with Ansible's own in tests/unit/test_controller_skip_play.py."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import controller_skip
+
+
+def task(**fields):
+    base = {"when": ["flag"], "loop": None, "loop_with": None, "delegate_to": None}
+    return SimpleNamespace(**(base | fields))
+
+
+def test_tasks_a_worker_must_decide_are_left_to_it():
+    for fields in ({"when": []}, {"loop": [1, 2]}, {"loop_with": "items"}, {"delegate_to": "h1"}):
+        assert controller_skip.skipped_result(None, task(**fields), {}, None, None) is None, fields
+
+
+class PlayContext:
+    """Records whether the evaluation got as far as the play context."""
+
+    def __init__(self):
+        self.used = False
+
+    def set_task_and_variable_override(self, **_):
+        self.used = True
+        raise RuntimeError("stop here")
+
+
+def test_without_ansible_cores_private_modules_every_task_goes_to_a_worker(monkeypatch):
+    import ansible._internal
+
+    context = PlayContext()
+    assert controller_skip.skipped_result(None, task(), {"flag": False}, context, None) is None
+    assert context.used  # with the modules, the evaluation starts
+
+    monkeypatch.delattr(ansible._internal, "_display_utils")
+    monkeypatch.setitem(sys.modules, "ansible._internal._display_utils", None)
+    context = PlayContext()
+    assert controller_skip.skipped_result(None, task(), {"flag": False}, context, None) is None
+    assert not context.used
+
+
+def test_the_switch(monkeypatch):
+    monkeypatch.setenv(controller_skip.ENV_SWITCH, "0")
+    assert not controller_skip.enabled()
+    monkeypatch.delenv(controller_skip.ENV_SWITCH)
+    assert controller_skip.enabled()
