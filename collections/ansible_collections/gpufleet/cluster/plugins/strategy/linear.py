@@ -1,7 +1,8 @@
 # gpufleet.cluster.linear: Ansible's linear strategy, with the collection's filter plugins imported in
 # the controller before the workers fork (module_utils/common/preload.py): every worker that templates a
 # gpufleet filter otherwise imports all of them again, ~1 s per task on three hosts. A task whose `when`
-# is false is skipped in the controller, without a worker (module_utils/common/controller_skip.py).
+# is false is skipped in the controller, and a task whose action never touches its host (set_fact,
+# assert, ...) runs there, without a worker (module_utils/common/controller_skip.py).
 # ansible.cfg's strategy: every gpufleet run uses it unless ANSIBLE_STRATEGY asks for
 # gpufleet.cluster.mitogen_linear (the lab, the benchmarks and Molecule do; see mitogen_linear.py).
 from __future__ import annotations
@@ -14,6 +15,9 @@ description:
     and test plugins in the controller so that the forked workers inherit them.
   - A task whose C(when) is false for a host is skipped in the controller with the result the worker would
     send, without forking a worker (C(GPUFLEET_CONTROLLER_SKIP=0) turns this off).
+  - A task whose action never touches its host (C(set_fact), C(assert), C(fail), C(debug),
+    C(validate_argument_spec), C(group_by), the includes) is run in the controller by Ansible's own task
+    executor, without forking a worker (C(GPUFLEET_CONTROLLER_ACTIONS=0) turns only this off).
 author: gpufleet
 """
 

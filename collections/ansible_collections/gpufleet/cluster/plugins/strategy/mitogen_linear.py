@@ -29,6 +29,9 @@ description:
     C(mitogen) package is importable; falls back to C(ansible.builtin.linear) with a warning when it is not.
   - A task whose C(when) is false for a host is skipped in the controller with the result the worker would
     send, without forking a worker (C(GPUFLEET_CONTROLLER_SKIP=0) turns this off).
+  - A task whose action never touches its host (C(set_fact), C(assert), C(fail), C(debug),
+    C(validate_argument_spec), C(group_by), the includes) is run in the controller by Ansible's own task
+    executor, without forking a worker (C(GPUFLEET_CONTROLLER_ACTIONS=0) turns only this off).
 author: gpufleet
 """
 

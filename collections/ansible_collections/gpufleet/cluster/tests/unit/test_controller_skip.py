@@ -50,3 +50,45 @@ def test_the_switch(monkeypatch):
     assert not controller_skip.enabled()
     monkeypatch.delenv(controller_skip.ENV_SWITCH)
     assert controller_skip.enabled()
+
+
+def action(**fields):
+    base = {
+        "action": "ansible.builtin.set_fact",
+        "_resolved_action": "ansible.builtin.set_fact",
+        "until": [],
+        "retries": None,
+        "timeout": 0,
+        "async_val": 0,
+        "loop_control": None,
+    }
+    return SimpleNamespace(**(base | fields))
+
+
+def test_the_controllers_own_actions_run_in_it():
+    assert controller_skip.runs_in_controller(action())
+    assert controller_skip.runs_in_controller(action(action="assert", _resolved_action="ansible.builtin.assert"))
+    assert controller_skip.runs_in_controller(action(action="include_tasks", _resolved_action=None))
+    assert controller_skip.runs_in_controller(action(loop_control=SimpleNamespace(pause=0)))
+
+
+def test_what_could_block_the_controller_or_touch_a_host_goes_to_a_worker():
+    for fields in (
+        {"action": "ansible.builtin.command", "_resolved_action": "ansible.builtin.command"},
+        {"action": "debug", "_resolved_action": "ansible.legacy.debug"},  # a playbook's action_plugins/debug.py
+        {"action": "debug", "_resolved_action": None},  # not resolved: nothing is known of it
+        {"until": ["x"]},
+        {"retries": 3},
+        {"timeout": 30},
+        {"async_val": 60},
+        {"loop_control": SimpleNamespace(pause=2)},
+    ):
+        assert not controller_skip.runs_in_controller(action(**fields)), fields
+
+
+def test_the_actions_switch(monkeypatch):
+    monkeypatch.setenv(controller_skip.ACTIONS_SWITCH, "0")
+    assert controller_skip.enabled() and not controller_skip.actions_enabled()
+    monkeypatch.delenv(controller_skip.ACTIONS_SWITCH)
+    monkeypatch.setenv(controller_skip.ENV_SWITCH, "0")
+    assert not controller_skip.actions_enabled()

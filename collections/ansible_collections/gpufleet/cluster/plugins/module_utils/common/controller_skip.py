@@ -1,6 +1,7 @@
 # Copyright: gpufleet developers
 # Apache License 2.0 (see galaxy.yml)
-"""Controller side only: skip a task whose ``when`` is false without forking a worker for it.
+"""Controller side only: skip a task whose ``when`` is false, and run a task that never touches its
+host, without forking a worker for it.
 
 Used by the collection's strategies (gpufleet.cluster.linear, gpufleet.cluster.mitogen_linear).
 
@@ -13,18 +14,67 @@ it is cleanly false sends the worker's skipped result itself. Anything else goes
 before: a true condition, a loop (its ``when`` is per item), a delegated task, an evaluation that
 raises or warns, a play context that cannot be set up. So a task is never skipped here that the
 worker would have run, and every error is still the worker's to report.
+
+A task that is not skipped but whose action runs wholly in the controller (``set_fact``, ``assert``,
+``fail``, ``debug``, ``validate_argument_spec``, ``group_by``, and the includes, which the worker only
+templates) is run here by Ansible's own TaskExecutor, the code the worker would run, on a copy of the
+task (the executor templates the task and its parent blocks in place, and the task is shared by every
+host). Such a task never opens a connection, so the worker would spend its whole life on its own
+fork and teardown. What could block the controller or behave differently in it goes to a worker:
+retries or ``until`` (they sleep), a ``timeout`` (an alarm signal), ``async``, a loop that pauses,
+and an action resolved to anything but ansible-core's own plugin (a playbook's ``action_plugins/``
+may shadow a short name).
 """
 
 from __future__ import annotations
 
 import os
 
-# GPUFLEET_CONTROLLER_SKIP=0 turns it off (every task goes to a worker, as in ansible.builtin.linear).
+# GPUFLEET_CONTROLLER_SKIP=0 turns both off (every task goes to a worker, as in ansible.builtin.linear);
+# GPUFLEET_CONTROLLER_ACTIONS=0 only the controller's own actions (false conditions are still skipped here).
 ENV_SWITCH = "GPUFLEET_CONTROLLER_SKIP"
+ACTIONS_SWITCH = "GPUFLEET_CONTROLLER_ACTIONS"
+
+# ansible-core's action plugins that never use the task's connection. The includes have no plugin: the
+# executor returns their templated arguments before it loads one.
+CONTROLLER_ACTIONS = frozenset(
+    f"ansible.builtin.{name}" for name in ("set_fact", "assert", "fail", "debug", "validate_argument_spec", "group_by")
+)
+INCLUDES = frozenset(
+    f"{prefix}{name}"
+    for prefix in ("", "ansible.builtin.", "ansible.legacy.")
+    for name in ("include_tasks", "include_role")
+)
 
 
 def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1") != "0"
+
+
+def actions_enabled() -> bool:
+    return enabled() and os.environ.get(ACTIONS_SWITCH, "1") != "0"
+
+
+def runs_in_controller(task) -> bool:
+    """Whether the task's action runs wholly in the controller and nothing about it can block it there."""
+    if task.action not in INCLUDES and getattr(task, "_resolved_action", None) not in CONTROLLER_ACTIONS:
+        return False
+    if task.until or task.retries is not None or task.timeout or task.async_val:
+        return False
+    return not getattr(task.loop_control, "pause", 0)
+
+
+def executed_result(host, task, task_vars, play_context, loader, final_q, variable_manager):
+    """Run the task as the worker would (on ``task``, a copy): (its result, the task's fields after it)."""
+    from ansible._internal import _task
+    from ansible.executor.task_executor import TaskExecutor
+    from ansible.plugins.loader import get_plugin_loader_namespace
+
+    with _task.TaskContext(task):
+        result = TaskExecutor(
+            host, task, task_vars, play_context, loader, get_plugin_loader_namespace(), final_q, variable_manager
+        ).run()
+    return result, task.dump_attrs()
 
 
 def skipped_result(host, task, task_vars, play_context, loader):
@@ -66,12 +116,15 @@ def squashed_fields(task) -> dict:
 
 
 class ControllerSkipMixin:
-    """A strategy mixin: ``_queue_task`` sends a false ``when``'s skipped result without a worker."""
+    """A strategy mixin: ``_queue_task`` sends a false ``when``'s skipped result, and the result of a task
+    that runs wholly in the controller, without a worker."""
 
     def _queue_task(self, host, task, task_vars, play_context):
         if enabled():
             result = skipped_result(host, task, task_vars, play_context, self._loader)
             if result is not None and self._send_skipped(host, task, task_vars, play_context, result):
+                return None
+            if actions_enabled() and runs_in_controller(task) and self._run_here(host, task, task_vars, play_context):
                 return None
         return super()._queue_task(host, task, task_vars, play_context)
 
@@ -90,6 +143,29 @@ class ControllerSkipMixin:
             "play_context": play_context,
         }
         self._tqm.send_callback("v2_runner_on_start", host, task)
+        self._final_q.send_task_result(_RawTaskResult(host=host, task=task, return_data=result, task_fields=fields))
+        self._pending_results += 1
+        return True
+
+    def _run_here(self, host, task, task_vars, play_context) -> bool:
+        """Run the task in this process and queue its result as a worker would have."""
+        try:
+            from ansible.executor.task_result import _RawTaskResult
+
+            # The executor templates the task and its parent blocks in place; every host shares them.
+            copy = task.copy(exclude_tasks=True)
+        except Exception:
+            return False
+        self._queued_task_cache[(host.name, task._uuid)] = {
+            "host": host,
+            "task": task,
+            "task_vars": task_vars,
+            "play_context": play_context,
+        }
+        self._tqm.send_callback("v2_runner_on_start", host, task)
+        result, fields = executed_result(
+            host, copy, task_vars, play_context, self._loader, self._final_q, self._variable_manager
+        )
         self._final_q.send_task_result(_RawTaskResult(host=host, task=task, return_data=result, task_fields=fields))
         self._pending_results += 1
         return True
