@@ -13,7 +13,8 @@ A second play runs the controller's own actions (set_fact, assert, fail, debug, 
 includes, a role's argument validation) every way that could tell a worker from the controller:
 a block templated per host (the executor templates a task's parent blocks in place, and every host
 shares them), loops, delegated facts, run_once, failures rescued or ignored, no_log, check mode,
-and a playbook's own action plugin that shadows ``debug``, which must still run in a worker.
+and a playbook's own action plugin that shadows ``debug``, which must still run in a worker; and a
+fact whose template takes longer than a worker would, whose other hosts go to workers.
 """
 
 from __future__ import annotations
@@ -190,6 +191,9 @@ ACTIONS = """
     - name: The playbook's own debug plugin (records its process)
       debug:
         msg: shadowed
+    - name: A fact whose template takes 0.3 s (records its process)
+      ansible.builtin.set_fact:
+        slow: "{{ lookup('ansible.builtin.pipe', 'sleep 0.3; echo $PPID >> ' ~ actions_probe) }}"
 """
 
 ROLE_SPECS = """
@@ -294,10 +298,12 @@ def test_ansibles_linear_and_the_switch_decide_it_in_a_worker(tmp_path):
 
 
 def test_the_controllers_own_actions_run_in_it_and_a_shadowed_one_in_a_worker(tmp_path):
-    output, _, main, pids = run(tmp_path, "gpufleet.cluster.linear")
-    set_fact, shadowed = pids[:3], pids[3:]
+    # no task is too slow for the controller here: the probe's own timing is not under test
+    output, _, main, pids = run(tmp_path, "gpufleet.cluster.linear", GPUFLEET_CONTROLLER_HEAVY_MS="600000")
+    set_fact, shadowed, slow = pids[:3], pids[3:6], pids[6:]
     assert set_fact == [main, main, main]
     assert len(shadowed) == 3 and main not in shadowed
+    assert slow == [main, main, main]
     # the block's per-host templating stayed with its host
     groups = {
         h: r["msg"]
@@ -308,7 +314,13 @@ def test_the_controllers_own_actions_run_in_it_and_a_shadowed_one_in_a_worker(tm
     assert groups == dict.fromkeys(("h1", "h2", "h3"), "['h1'] ['h2', 'h3']")
 
 
+def test_a_task_too_slow_for_the_controller_sends_its_other_hosts_to_workers(tmp_path):
+    _, _, main, pids = run(tmp_path, "gpufleet.cluster.linear")
+    slow = pids[6:]
+    assert len(slow) == 3 and slow[0] == main and main not in slow[1:], slow
+
+
 def test_the_actions_switch_runs_them_in_workers(tmp_path):
     for env in ({"GPUFLEET_CONTROLLER_ACTIONS": "0"}, {"GPUFLEET_CONTROLLER_SKIP": "0"}):
         _, _, main, pids = run(tmp_path, "gpufleet.cluster.linear", **env)
-        assert len(pids) == 6 and main not in pids, env
+        assert len(pids) == 9 and main not in pids, env

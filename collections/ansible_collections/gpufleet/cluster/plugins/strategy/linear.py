@@ -17,7 +17,8 @@ description:
     send, without forking a worker (C(GPUFLEET_CONTROLLER_SKIP=0) turns this off).
   - A task whose action never touches its host (C(set_fact), C(assert), C(fail), C(debug),
     C(validate_argument_spec), C(group_by), the includes) is run in the controller by Ansible's own task
-    executor, without forking a worker (C(GPUFLEET_CONTROLLER_ACTIONS=0) turns only this off).
+    executor, without forking a worker (C(GPUFLEET_CONTROLLER_ACTIONS=0) turns only this off); when one
+    host's run of it takes over 10 ms (C(GPUFLEET_CONTROLLER_HEAVY_MS)), its other hosts go to workers.
 author: gpufleet
 """
 

@@ -92,3 +92,12 @@ def test_the_actions_switch(monkeypatch):
     monkeypatch.delenv(controller_skip.ACTIONS_SWITCH)
     monkeypatch.setenv(controller_skip.ENV_SWITCH, "0")
     assert not controller_skip.actions_enabled()
+
+
+def test_the_heavy_limit(monkeypatch):
+    monkeypatch.delenv(controller_skip.HEAVY_SWITCH, raising=False)
+    assert controller_skip.heavy_seconds() == controller_skip.HEAVY_MS / 1000
+    monkeypatch.setenv(controller_skip.HEAVY_SWITCH, "250")
+    assert controller_skip.heavy_seconds() == 0.25
+    monkeypatch.setenv(controller_skip.HEAVY_SWITCH, "soon")  # not a number: the default
+    assert controller_skip.heavy_seconds() == controller_skip.HEAVY_MS / 1000

@@ -23,17 +23,34 @@ host). Such a task never opens a connection, so the worker would spend its whole
 fork and teardown. What could block the controller or behave differently in it goes to a worker:
 retries or ``until`` (they sleep), a ``timeout`` (an alarm signal), ``async``, a loop that pauses,
 and an action resolved to anything but ansible-core's own plugin (a playbook's ``action_plugins/``
-may shadow a short name).
+may shadow a short name). The controller is one process and the workers run on every core, so a
+task whose run here takes longer than a worker costs the controller (HEAVY_MS: its template
+does real work) sends its remaining hosts to workers.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 # GPUFLEET_CONTROLLER_SKIP=0 turns both off (every task goes to a worker, as in ansible.builtin.linear);
 # GPUFLEET_CONTROLLER_ACTIONS=0 only the controller's own actions (false conditions are still skipped here).
 ENV_SWITCH = "GPUFLEET_CONTROLLER_SKIP"
 ACTIONS_SWITCH = "GPUFLEET_CONTROLLER_ACTIONS"
+
+# Above this many milliseconds, a task's run in the controller costs it more than forking a worker
+# (about 8 ms of the controller's time per task and host) that runs the task on another core: the
+# task's other hosts go to workers. GPUFLEET_CONTROLLER_HEAVY_MS sets another limit.
+HEAVY_SWITCH = "GPUFLEET_CONTROLLER_HEAVY_MS"
+HEAVY_MS = 10.0
+
+
+def heavy_seconds() -> float:
+    try:
+        return float(os.environ.get(HEAVY_SWITCH, HEAVY_MS)) / 1000
+    except ValueError:
+        return HEAVY_MS / 1000
+
 
 # ansible-core's action plugins that never use the task's connection. The includes have no plugin: the
 # executor returns their templated arguments before it loads one.
@@ -124,7 +141,15 @@ class ControllerSkipMixin:
             result = skipped_result(host, task, task_vars, play_context, self._loader)
             if result is not None and self._send_skipped(host, task, task_vars, play_context, result):
                 return None
-            if actions_enabled() and runs_in_controller(task) and self._run_here(host, task, task_vars, play_context):
+            heavy = getattr(self, "_gpufleet_heavy_tasks", None)
+            if heavy is None:
+                heavy = self._gpufleet_heavy_tasks = set()
+            if (
+                actions_enabled()
+                and task._uuid not in heavy
+                and runs_in_controller(task)
+                and self._run_here(host, task, task_vars, play_context)
+            ):
                 return None
         return super()._queue_task(host, task, task_vars, play_context)
 
@@ -163,9 +188,12 @@ class ControllerSkipMixin:
             "play_context": play_context,
         }
         self._tqm.send_callback("v2_runner_on_start", host, task)
+        started = time.perf_counter()
         result, fields = executed_result(
             host, copy, task_vars, play_context, self._loader, self._final_q, self._variable_manager
         )
+        if time.perf_counter() - started > heavy_seconds():
+            self._gpufleet_heavy_tasks.add(task._uuid)
         self._final_q.send_task_result(_RawTaskResult(host=host, task=task, return_data=result, task_fields=fields))
         self._pending_results += 1
         return True
