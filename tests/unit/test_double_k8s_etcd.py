@@ -178,3 +178,62 @@ def test_kubectl_exec_reaches_etcdctl_in_the_etcd_pod_of_a_control_plane_node(mo
             kubectl.main()
         assert exc.value.code == 1
         assert f'pods "{pod}" not found' in capsys.readouterr().err
+
+
+def test_a_join_under_the_name_of_a_ready_node_is_refused_as_kubeadm_refuses_it(apiserver):
+    api, state, _down = apiserver
+    code, body = join(api, state, node="gpu01", address="10.0.0.101", control_plane=False)
+    assert code != 200
+    assert body["message"] == (
+        'error execution phase kubelet-start: a Node with name "gpu01" and status "Ready" already exists '
+        "in the cluster. You must delete the existing Node or change the name of this new joining Node"
+    )
+
+
+def test_a_node_whose_kubelet_stopped_registers_again_with_its_labels_and_taints(apiserver):
+    api, state, _down = apiserver
+    node = state["objects"]["Node//gpu01"]
+    node["metadata"]["labels"]["gpufleet.io/pool"] = "h100"
+    node["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    api.put(state, node)
+    assert api.Handler.bootstrap(None, state, "/bootstrap/kubelet-stopped", {"node": "gpu01"})[0] == 200
+    ready = [c for c in state["objects"]["Node//gpu01"]["status"]["conditions"] if c["type"] == "Ready"]
+    assert ready == [
+        {
+            "type": "Ready",
+            "status": "Unknown",
+            "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status.",
+        }
+    ]
+    # re-imaged: a new address, and the join asks for no taints (it never does for an existing Node)
+    code, _ = join(api, state, node="gpu01", address="10.0.0.201", control_plane=False, taints=[])
+    assert code == 200
+    again = state["objects"]["Node//gpu01"]
+    assert again["metadata"]["labels"]["gpufleet.io/pool"] == "h100"
+    assert again["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    assert again["status"]["addresses"] == [{"type": "InternalIP", "address": "10.0.0.201"}]
+    assert api.node_ready(again)
+    # a kubelet that reports its status is Ready again too
+    api.Handler.bootstrap(None, state, "/bootstrap/kubelet-stopped", {"node": "gpu01"})
+    api.Handler.bootstrap(None, state, "/bootstrap/kubelet", {"node": "gpu01", "version": "v1.32.3"})
+    assert api.node_ready(state["objects"]["Node//gpu01"])
+
+
+def test_kubeadm_reset_tells_the_api_server_the_kubelet_stopped(monkeypatch, tmp_path):
+    kubeadm = load("kubeadm")
+    conf = tmp_path / "etc-kubernetes"
+    conf.mkdir()
+    (conf / "kubelet.conf").write_text(kubeadm.d.kubeconfig("http://10.0.0.10:6443", "system:node:gpu01"))
+    calls = []
+    monkeypatch.setattr(kubeadm, "K", str(conf))
+    monkeypatch.setattr(kubeadm, "PKI", str(conf / "pki"))
+    monkeypatch.setattr(kubeadm, "KUBELET_CONFIG", str(tmp_path / "kubelet-config.yaml"))
+    monkeypatch.setattr(
+        kubeadm.d, "call", lambda server, method, path, body=None: calls.append((server, path, body)) or (200, {})
+    )
+    monkeypatch.setattr(kubeadm.d, "log", lambda *a, **kw: None)
+    monkeypatch.setattr(kubeadm.subprocess, "run", lambda *a, **kw: None)
+    kubeadm.reset(["reset", "-f"])
+    assert calls == [("http://10.0.0.10:6443", "/bootstrap/kubelet-stopped", {"node": "gpu01"})]
+    assert not (conf / "kubelet.conf").exists()
