@@ -161,13 +161,7 @@ class ControllerSkipMixin:
             fields = squashed_fields(task)
         except Exception:
             return False
-        self._queued_task_cache[(host.name, task._uuid)] = {
-            "host": host,
-            "task": task,
-            "task_vars": task_vars,
-            "play_context": play_context,
-        }
-        self._tqm.send_callback("v2_runner_on_start", host, task)
+        self._started_here(host, task, task_vars, play_context)
         self._final_q.send_task_result(_RawTaskResult(host=host, task=task, return_data=result, task_fields=fields))
         self._pending_results += 1
         return True
@@ -181,13 +175,7 @@ class ControllerSkipMixin:
             copy = task.copy(exclude_tasks=True)
         except Exception:
             return False
-        self._queued_task_cache[(host.name, task._uuid)] = {
-            "host": host,
-            "task": task,
-            "task_vars": task_vars,
-            "play_context": play_context,
-        }
-        self._tqm.send_callback("v2_runner_on_start", host, task)
+        self._started_here(host, task, task_vars, play_context)
         started = time.perf_counter()
         result, fields = executed_result(
             host, copy, task_vars, play_context, self._loader, self._final_q, self._variable_manager
@@ -197,3 +185,13 @@ class ControllerSkipMixin:
         self._final_q.send_task_result(_RawTaskResult(host=host, task=task, return_data=result, task_fields=fields))
         self._pending_results += 1
         return True
+
+    def _started_here(self, host, task, task_vars, play_context) -> None:
+        """What queuing a task to a worker records: the entry its result is matched to, the start callback."""
+        self._queued_task_cache[(host.name, task._uuid)] = {
+            "host": host,
+            "task": task,
+            "task_vars": task_vars,
+            "play_context": play_context,
+        }
+        self._tqm.send_callback("v2_runner_on_start", host, task)
