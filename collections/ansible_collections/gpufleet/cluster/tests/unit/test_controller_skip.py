@@ -101,3 +101,31 @@ def test_the_heavy_limit(monkeypatch):
     assert controller_skip.heavy_seconds() == 0.25
     monkeypatch.setenv(controller_skip.HEAVY_SWITCH, "soon")  # not a number: the default
     assert controller_skip.heavy_seconds() == controller_skip.HEAVY_MS / 1000
+
+
+class Strategy(controller_skip.ControllerSkipMixin):
+    """What the mixin uses of a strategy: the queued-task cache, the callbacks, the results queue."""
+
+    def __init__(self):
+        self._queued_task_cache = {}
+        self._pending_results = 0
+        self._loader = self._variable_manager = None
+        self._gpufleet_heavy_tasks = set()
+        self.callbacks, self.results = [], []
+        self._tqm = SimpleNamespace(send_callback=lambda name, *args: self.callbacks.append(name))
+        self._final_q = SimpleNamespace(send_task_result=self.results.append)
+
+
+def test_an_error_around_the_executor_is_the_tasks_failure_not_the_strategys(monkeypatch):
+    def broken(*_args):
+        raise RuntimeError("the executor's surroundings broke")
+
+    monkeypatch.setattr(controller_skip, "executed_result", broken)
+    strategy = Strategy()
+    task = SimpleNamespace(_uuid="t1", copy=lambda **_: SimpleNamespace())
+    assert strategy._run_here(SimpleNamespace(name="h1"), task, {}, None)
+    assert strategy.callbacks == ["v2_runner_on_start"] and strategy._pending_results == 1
+    (sent,) = strategy.results
+    assert sent._return_data["failed"] is True
+    assert "the executor's surroundings broke" in sent._return_data["msg"]
+    assert ("h1", "t1") in strategy._queued_task_cache

@@ -177,9 +177,14 @@ class ControllerSkipMixin:
             return False
         self._started_here(host, task, task_vars, play_context)
         started = time.perf_counter()
-        result, fields = executed_result(
-            host, copy, task_vars, play_context, self._loader, self._final_q, self._variable_manager
-        )
+        try:
+            result, fields = executed_result(
+                host, copy, task_vars, play_context, self._loader, self._final_q, self._variable_manager
+            )
+        except Exception as ex:  # the executor reports its own errors; this is anything around it
+            from ansible._internal._errors import _error_utils
+
+            result, fields = _error_utils.result_dict_from_exception(ex), {}
         if time.perf_counter() - started > heavy_seconds():
             self._gpufleet_heavy_tasks.add(task._uuid)
         self._final_q.send_task_result(_RawTaskResult(host=host, task=task, return_data=result, task_fields=fields))
