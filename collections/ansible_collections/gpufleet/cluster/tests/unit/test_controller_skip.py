@@ -1,6 +1,8 @@
-"""module_utils/common/controller_skip: what never reaches the controller's evaluation, and an
-ansible-core without the private modules it uses (every task then goes to a worker). The results it
-sends are compared with Ansible's own in tests/unit/test_controller_skip_play.py."""
+"""module_utils/common/controller_skip: what never reaches the controller's evaluation, an
+ansible-core without the private modules it uses (every task then goes to a worker), which actions
+the controller runs itself and which go to a worker, the switches and the heavy-task limit, and an
+error around the executor. The results it sends are compared with Ansible's own in
+tests/unit/test_controller_skip_play.py."""
 
 from __future__ import annotations
 
