@@ -24,7 +24,10 @@ author: gpufleet
 
 from ansible.plugins.strategy.linear import StrategyModule as _Linear
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.controller_skip import ControllerSkipMixin
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import preload_jinja_plugins
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import (
+    preload_jinja_plugins,
+    preload_worker_imports,
+)
 
 
 class StrategyModule(ControllerSkipMixin, _Linear):
@@ -32,4 +35,5 @@ class StrategyModule(ControllerSkipMixin, _Linear):
 
     def __init__(self, tqm):
         preload_jinja_plugins()
+        preload_worker_imports()
         super().__init__(tqm)

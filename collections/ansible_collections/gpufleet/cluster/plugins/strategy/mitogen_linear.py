@@ -40,7 +40,10 @@ import logging
 import os
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.controller_skip import ControllerSkipMixin
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import preload_jinja_plugins
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import (
+    preload_jinja_plugins,
+    preload_worker_imports,
+)
 
 # How long a run waits on a node that stopped answering without closing its connection (power
 # lost, kernel panic, cable pulled) before it marks the node unreachable and goes on without it:
@@ -124,6 +127,7 @@ try:
         def __init__(self, *args, **kwargs):
             _keepalive_defaults()
             preload_jinja_plugins()
+            preload_worker_imports()
             _collection_dirs_once()
             super().__init__(*args, **kwargs)
 
@@ -137,4 +141,5 @@ except ImportError:  # pragma: no cover - depends on what is installed
         def __init__(self, tqm):
             Display().warning("gpufleet.cluster.mitogen_linear: mitogen is not installed, using the linear strategy")
             preload_jinja_plugins()
+            preload_worker_imports()
             super().__init__(tqm)

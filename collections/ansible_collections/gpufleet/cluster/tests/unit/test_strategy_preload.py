@@ -115,3 +115,41 @@ def test_mitogen_gives_a_silent_node_up_after_gpufleets_keepalive_unless_the_inv
     cfg.read(os.path.join(COLLECTIONS, "..", "ansible.cfg"))
     opts = dict(a.split("=", 1) for a in cfg.get("ssh_connection", "ssh_args").split() if "=" in a)
     assert int(opts["ServerAliveInterval"]) * int(opts["ServerAliveCountMax"]) == interval * count
+
+
+WORKER_PROBE = """
+import json, sys
+from ansible.plugins.loader import action_loader, init_plugin_loader
+init_plugin_loader([{collections!r}])  # as ansible-playbook does before a strategy starts
+from ansible_collections.gpufleet.cluster.plugins.strategy import {strategy} as strategy
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import preload
+wanted = list(preload.WORKER_MODULES)
+before = [m for m in wanted if m in sys.modules]
+try:
+    strategy.StrategyModule(None)
+except Exception:
+    pass
+cached = sorted(p.rsplit("/", 1)[-1] for p in action_loader._module_cache if p.endswith(".py"))
+print(json.dumps({{"before": before, "after": [m for m in wanted if m in sys.modules], "cached": cached}}))
+"""
+
+
+def test_both_strategies_load_what_every_worker_would_import():
+    for name in ("linear", "mitogen_linear"):
+        code = WORKER_PROBE.format(collections=COLLECTIONS, strategy=name)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=COLLECTIONS)
+        seen = json.loads(proc.stdout.strip().splitlines()[-1])
+        from ansible_collections.gpufleet.cluster.plugins.module_utils.common import preload
+
+        # The result decoder and the action plugins are not imported by loading a strategy...
+        assert "ansible.module_utils._internal._json._profiles._module_legacy_m2c" not in seen["before"], name
+        # ...but when it starts, before any worker forks: the modules, and the actions in the loader's cache.
+        assert seen["after"] == list(preload.WORKER_MODULES), name
+        for action in ("normal.py", "command.py", "copy.py", "template.py"):
+            assert action in seen["cached"], (name, seen["cached"])
+
+
+def test_worker_preload_skips_what_is_missing():
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import preload_worker_imports
+
+    assert preload_worker_imports(("no_such_module_anywhere",), ("gpufleet.cluster.no_such_action",)) == []

@@ -40,3 +40,53 @@ def preload_jinja_plugins(packages: tuple[str, ...] = PRELOAD_PACKAGES) -> list[
                 continue
             imported.append(name)
     return imported
+
+
+# What every worker imports for itself otherwise: the decoder of a module's JSON result, and the
+# action plugins behind most tasks (a task that names no action plugin of its own runs "normal").
+WORKER_MODULES = (
+    "ansible.module_utils._internal._json._profiles._module_legacy_m2c",
+    # imported by name as well (Mitogen's action wrapper, the template action's copy)
+    "ansible.plugins.action.normal",
+    "ansible.plugins.action.copy",
+)
+WORKER_ACTIONS = (
+    "ansible.builtin.normal",
+    "ansible.builtin.command",
+    "ansible.builtin.shell",
+    "ansible.builtin.copy",
+    "ansible.builtin.template",
+    "ansible.builtin.unarchive",
+)
+
+
+def preload_worker_imports(
+    modules: tuple[str, ...] = WORKER_MODULES, actions: tuple[str, ...] = WORKER_ACTIONS
+) -> list[str]:
+    """Import, before the workers fork, what each worker would import again for each task and host.
+
+    A worker is a fork of the controller and ends with its task: a module the controller never
+    imported is imported in every worker, for every task and host (the JSON profile that decodes a
+    module's result, the action plugin's file; a few milliseconds each). Action plugins are loaded
+    through Ansible's own loader, whose module cache the workers inherit. Returns what was loaded;
+    what fails to load is left to Ansible, which reports it where it is used.
+    """
+    loaded = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        loaded.append(name)
+    try:
+        from ansible.plugins.loader import action_loader
+    except ImportError:  # pragma: no cover - ansible-core is there wherever a strategy runs
+        return loaded
+    for name in actions:
+        try:
+            found = action_loader.get_with_context(name, class_only=True)
+        except Exception:  # Ansible reports a broken plugin where it is used
+            continue
+        if found.object is not None:
+            loaded.append(name)
+    return loaded
