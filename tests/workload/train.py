@@ -2,11 +2,12 @@
 """A real, small CPU training loop for gpufleet's workload acceptance (Python standard library only).
 
 Linear regression by minibatch SGD on a generated data set (or a CSV given with --dataset / $GPUFLEET_DATASET:
-one sample per line, the features then the target). It checkpoints atomically (a temporary file, fsync,
+one sample per line, the features then the target), from zero weights (or base weights given with --weights /
+$GPUFLEET_WEIGHTS: JSON {"weights": [...], "bias": B}). It checkpoints atomically (a temporary file, fsync,
 rename, fsync of the directory) to --checkpoint-dir / $GPUFLEET_CHECKPOINT_DIR, and resumes from the
 checkpoint when one exists. It prints the lines the acceptance reads (docs/storage.md):
 
-    gpufleet-workload event=start step=0 time=T
+    gpufleet-workload event=start step=0 dataset=PATH|generated weights=PATH|zeros samples=N time=T
     gpufleet-workload event=resumed step=N time=T
     gpufleet-workload step=N samples_per_s=X loss=L time=T
     gpufleet-workload event=checkpoint step=N time=T
@@ -84,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint-dir", default=os.environ.get("GPUFLEET_CHECKPOINT_DIR"))
     p.add_argument("--dataset", default=os.environ.get("GPUFLEET_DATASET") or None)
+    p.add_argument(
+        "--weights",
+        default=os.environ.get("GPUFLEET_WEIGHTS") or None,
+        help='base weights to start from, JSON {"weights": [...], "bias": B} (no checkpoint yet)',
+    )
     p.add_argument("--samples", type=int, default=4096, help="generated samples (no --dataset)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
@@ -111,8 +117,28 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"train.py: the checkpoint has {len(state['weights'])} weights, the data {dims}")
         emit(event="resumed", step=state["step"])
     else:
-        state = {"step": 0, "weights": [0.0] * dims, "bias": 0.0, "seed": args.seed}
-        emit(event="start", step=0)
+        base = {"weights": [0.0] * dims, "bias": 0.0}
+        if args.weights:
+            with open(args.weights, encoding="utf-8") as fh:
+                base = json.load(fh)
+            if len(base.get("weights") or []) != dims:
+                raise SystemExit(
+                    f"train.py: {args.weights} has {len(base.get('weights') or [])} weights, the data {dims}"
+                )
+        state = {
+            "step": 0,
+            "weights": [float(w) for w in base["weights"]],
+            "bias": float(base.get("bias", 0.0)),
+            "seed": args.seed,
+        }
+        # What it started from, for the record: the files' paths, or what it generated.
+        emit(
+            event="start",
+            step=0,
+            dataset=args.dataset or "generated",
+            weights=args.weights or "zeros",
+            samples=len(data),
+        )
     rng = random.Random(args.seed + state["step"])
     weights, bias, step = state["weights"], state["bias"], state["step"]
     trained_before = float(state.get("trained_s", 0.0))

@@ -168,6 +168,11 @@ def test_evaluate_pass():
     assert got["verdict"] == "pass" and got["violations"] == []
     assert got["throughput_samples_per_s"] == 3000.0 and got["resumed_step"] == 95
     assert got["restore_s"] == pytest.approx(2.5) and got["last_checkpoint_step"] == 95
+    # FIRST's start line names no inputs; a job that names them has them recorded.
+    assert got["started_from"] == {}
+    said = FIRST.replace("event=start step=0", "event=start step=0 dataset=/d/s.csv weights=/d/w.json samples=64")
+    got = workload_evaluate(*jobs(first=said), spec())
+    assert got["started_from"] == {"dataset": "/d/s.csv", "weights": "/d/w.json", "samples": 64}
 
 
 @pytest.mark.parametrize(
@@ -268,6 +273,15 @@ CASES = [
     ("negative-floor", "acceptance.workload.min_samples_per_s", -1, "SCHEMA_OUT_OF_RANGE", "error"),
     ("partition-unknown", "acceptance.workload.partition", "nope", "ACC_WORKLOAD_PARTITION_UNKNOWN", "warning"),
     ("gpus-above-pool", "acceptance.workload.gpus", 72, "ACC_WORKLOAD_GPUS_ABOVE_POOL", "error"),
+    ("ftp-dataset", "acceptance.workload.dataset_url", "ftp://mirror/x.csv", "SCHEMA_BAD_FORMAT", "error"),
+    ("short-sha", "acceptance.workload.weights_sha256", "abc", "SCHEMA_BAD_FORMAT", "error"),
+    (
+        "url-without-checksum",
+        "acceptance.workload.dataset_url",
+        "https://files.example.com/s.csv",
+        "ACC_WORKLOAD_SOURCE_INCOMPLETE",
+        "error",
+    ),
     (
         "local-ckpt",
         "acceptance.workload.checkpoint_dir",
@@ -311,6 +325,27 @@ def test_each_workload_problem_is_reported_with_its_field(path, value, code, sev
     assert found, f"expected {code} for {path}={value!r}"
     assert all(v["severity"] == severity for v in found), found
     assert all(v["field"].startswith("acceptance.workload") and v["message"] for v in found), found
+
+
+def test_a_download_needs_its_node_path_and_checksum():
+    brief, groups, hostvars = good()
+    wl = brief["acceptance"]["workload"]
+    for key in ("dataset", "dataset_sha256", "weights", "weights_sha256", "weights_url"):
+        wl.pop(key, None)
+    wl["dataset_url"] = "https://models.example.com/sample.csv"
+    wl["weights_sha256"] = "0" * 64
+    found = {v["field"]: v for v in check(brief, groups, hostvars) if v["code"] == "ACC_WORKLOAD_SOURCE_INCOMPLETE"}
+    assert sorted(found) == ["acceptance.workload.dataset_url", "acceptance.workload.weights_sha256"]
+    assert all(v["severity"] == "error" for v in found.values())
+    assert found["acceptance.workload.dataset_url"]["message"] == (
+        "expected the dataset download complete (URL, node path and SHA-256), found no "
+        "acceptance.workload.dataset and acceptance.workload.dataset_sha256"
+    )
+    assert found["acceptance.workload.weights_sha256"]["message"].endswith("found no acceptance.workload.weights_url")
+    wl.update(
+        dataset="/data/sample.csv", dataset_sha256="a" * 64, weights="/data/w.json", weights_url="file:///srv/w.json"
+    )
+    assert ours(check(brief, groups, hostvars)) == []
 
 
 def test_gpus_within_the_named_pool_pass():
@@ -382,6 +417,27 @@ def test_train_reads_a_dataset_and_the_environment(tmp_path):
     assert wl.parse_output(out)["last_step"] == 5
     with open(tmp_path / "c" / "checkpoint.json", encoding="utf-8") as fh:
         assert '"weights": [' in fh.read()
+
+
+def test_train_starts_from_base_weights_and_says_what_it_read(tmp_path):
+    data = tmp_path / "data.csv"
+    data.write_text("".join(f"{x},{2 * x + 1}\n" for x in range(-5, 6)))
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"weights": [2.0], "bias": 1.0}))
+    out = train(tmp_path / "c", "--dataset", str(data), "--weights", str(base), "--max-steps", "3")
+    start = wl.parse_output(out)["events"][0]
+    assert (start["event"], start["dataset"], start["weights"], start["samples"]) == (
+        "start",
+        str(data),
+        str(base),
+        "11",
+    )
+    # Started at the exact solution: the loss is zero from the first step.
+    assert wl.parse_output(out)["progress"][0]["loss"] < 1e-9
+    base.write_text(json.dumps({"weights": [1.0, 2.0], "bias": 0}))
+    with pytest.raises(subprocess.CalledProcessError) as exc:
+        train(tmp_path / "d", "--dataset", str(data), "--weights", str(base), "--max-steps", "3")
+    assert "has 2 weights, the data 1" in exc.value.stderr
 
 
 def test_train_killed_resumes_from_the_last_checkpoint(tmp_path):

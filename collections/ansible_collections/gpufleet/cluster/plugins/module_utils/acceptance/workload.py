@@ -293,7 +293,13 @@ def evaluate(first: Mapping, second: Mapping, spec: Mapping) -> dict:
                         host=second.get("node"),
                     )
                 )
+    # What the job says it started from (the dataset and base weights it read), when it says so.
+    start = next((e for e in one["events"] if e.get("event") == "start"), {})
+    started_from = {k: start[k] for k in ("dataset", "weights", "samples") if k in start}
+    if str(started_from.get("samples", "")).isdigit():
+        started_from["samples"] = int(started_from["samples"])
     return {
+        "started_from": started_from,
         "throughput_samples_per_s": tput,
         "throughput_mean": one["throughput"]["mean"],
         "throughput_lines": one["throughput"]["lines"],

@@ -544,6 +544,12 @@ _ABS_PATH = Str(
     pattern=re.compile(r"^/(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9._/@+-]*$"),
     pattern_doc="an absolute path without '..' or spaces",
 )
+# A file the acceptance downloads (dataset sample, base weights): HTTP(S), or a file on each node.
+_SOURCE_URL = Str(
+    pattern=re.compile(r"^(https?://[^\s/]+/\S*|file:///\S+)$"),
+    pattern_doc="an http://, https:// or file:/// URL without spaces",
+)
+_SHA256 = Str(pattern=re.compile(r"^[0-9a-f]{64}$"), pattern_doc="64 lower-case hex digits")
 SCRATCH_RAID_LEVELS = (0, 1, 10)
 SHARED_FS_TYPES = ("nfs", "nfs4", "lustre")
 
@@ -658,7 +664,15 @@ WORKLOAD_ACCEPTANCE = Map(
         ),
         "image": Field(Str(), doc="production container image (pyxis --container-image); default the host's stack"),
         "dataset": Field(_ABS_PATH, doc="dataset sample the job reads ($GPUFLEET_DATASET)"),
+        "dataset_url": Field(
+            _SOURCE_URL, doc="where acceptance downloads the dataset sample to `dataset` on each GPU node first"
+        ),
+        "dataset_sha256": Field(_SHA256, doc="SHA-256 of the file at dataset_url (checked on each node)"),
         "weights": Field(_ABS_PATH, doc="initial weights the job reads ($GPUFLEET_WEIGHTS)"),
+        "weights_url": Field(
+            _SOURCE_URL, doc="where acceptance downloads the base weights to `weights` on each GPU node first"
+        ),
+        "weights_sha256": Field(_SHA256, doc="SHA-256 of the file at weights_url (checked on each node)"),
         "window_minutes": Field(
             Num(minimum=0.05, maximum=1440), default=10, doc="how long the job runs before it is killed, minutes"
         ),

@@ -870,6 +870,15 @@ _ROWS: tuple[tuple, ...] = (
         _STORAGE,
     ),
     (
+        "ACC_WORKLOAD_SOURCE_INCOMPLETE",
+        ERROR,
+        "storage",
+        "`acceptance.workload.<dataset|weights>_url` without the node path or the SHA-256 it is checked "
+        "against (or a SHA-256 without a URL)",
+        "expected the {what} download complete (URL, node path and SHA-256), found no {missing}",
+        _STORAGE,
+    ),
+    (
         "ACC_WORKLOAD_GPUS_ABOVE_POOL",
         ERROR,
         "storage",

@@ -251,6 +251,23 @@ def _check_workload(brief: dict, out: list[dict]) -> None:
     if plane == "kubernetes" and pool_name and not any(not t.get("pools") or pool_name in t["pools"] for t in tenants):
         found = ", ".join(f"{t['name']} ({', '.join(t.get('pools') or [])})" for t in tenants) or "no tenants"
         out.append(make("ACC_WORKLOAD_NO_TENANT", f"{base}.partition", pool=pool_name, tenants=found))
+    for what in ("dataset", "weights"):
+        # A download needs the node path it goes to and the checksum it is checked against.
+        if workload.get(f"{what}_url"):
+            missing = [f for f in (what, f"{what}_sha256") if not workload.get(f)]
+            if missing:
+                out.append(
+                    make(
+                        "ACC_WORKLOAD_SOURCE_INCOMPLETE",
+                        f"{base}.{what}_url",
+                        what=what,
+                        missing=" and ".join(f"{base}.{f}" for f in missing),
+                    )
+                )
+        elif workload.get(f"{what}_sha256"):
+            out.append(
+                make("ACC_WORKLOAD_SOURCE_INCOMPLETE", f"{base}.{what}_sha256", what=what, missing=f"{base}.{what}_url")
+            )
     gpus = workload.get("gpus")
     if gpus and pool is not None and pool.get("gpus_per_node") and gpus > pool["gpus_per_node"]:
         out.append(
