@@ -135,3 +135,65 @@ def test_a_healthy_cluster_gets_a_key_for_this_join_only(tmp_path):
     assert KEY not in proc.stdout + proc.stderr
     assert "abcdef.0123456789abcdef" not in proc.stdout + proc.stderr
     assert list((tmp_path / "conf").iterdir()) == []
+
+
+ROLE_PLAYBOOK = """- name: The control plane's role on three nodes{serial_name}
+  hosts: k8s_cp
+  gather_facts: false
+{serial}  vars:
+    gpufleet_brief:
+      cluster: {{name: t, control_plane: kubernetes}}
+      controllers: {{group: k8s_cp}}
+      pools: []
+      networks: {{management: {{cidr: 10.0.0.0/24}}, kubernetes: {{api_vip: 10.0.0.9}}}}
+      software: {{kubernetes: "1.33.4"}}
+  roles:
+    - kubernetes_control_plane
+"""
+
+
+def run_role(tmp_path: Path, serial: bool) -> subprocess.CompletedProcess:
+    (tmp_path / "hosts.yml").write_text(INVENTORY)
+    text = ROLE_PLAYBOOK.format(
+        serial="  serial: 1\n" if serial else "", serial_name=", one at a time" if serial else ""
+    )
+    (tmp_path / "play.yml").write_text(text)
+    return subprocess.run(
+        # The join's own tasks only (the init and the pod network are other tags); --check: no
+        # node joins, a node without a kubelet configuration only previews it.
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            "hosts.yml",
+            "play.yml",
+            "--check",
+            "--tags",
+            "kubernetes_control_plane_join",
+        ],
+        cwd=tmp_path,
+        env=ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_role_refuses_to_join_several_control_plane_nodes_at_once(tmp_path):
+    # Each join uploads the certificates under a new key, which breaks the key of a join running
+    # beside it: a batch of two joining nodes fails on every host before any join task runs.
+    proc = run_role(tmp_path, serial=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "this play's batch holds cp02, cp03: run it with serial: 1" in " ".join(out.split())
+    assert re.search(r"cp01 +: ok=\d+ +changed=0 +unreachable=0 +failed=1", out)
+    assert re.search(r"cp03 +: ok=\d+ +changed=0 +unreachable=0 +failed=1", out)
+    assert "Look for this node's kubelet configuration" not in out
+
+
+def test_the_role_joins_one_node_per_batch(tmp_path):
+    proc = run_role(tmp_path, serial=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    # The first node initialises (another tag); each of the others reaches its join's first task.
+    assert out.count("TASK [kubernetes_node : Look for this node's kubelet configuration") == 2

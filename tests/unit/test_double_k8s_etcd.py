@@ -237,3 +237,134 @@ def test_kubeadm_reset_tells_the_api_server_the_kubelet_stopped(monkeypatch, tmp
     kubeadm.reset(["reset", "-f"])
     assert calls == [("http://10.0.0.10:6443", "/bootstrap/kubelet-stopped", {"node": "gpu01"})]
     assert not (conf / "kubelet.conf").exists()
+
+
+def _serve(api, handler):
+    """An API server stand-in on a free local port, in a thread; its URL and a stop function."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def stop():
+        server.shutdown()
+        server.server_close()
+
+    return f"http://127.0.0.1:{server.server_address[1]}", stop
+
+
+def test_a_joined_control_plane_nodes_api_server_serves_the_first_nodes_store(tmp_path, monkeypatch):
+    first = load_double("kube-apiserver", "gpufleet_apiserver_first")
+    joined = load_double("kube-apiserver", "gpufleet_apiserver_joined")
+    monkeypatch.setattr(first, "STATE", str(tmp_path / "first" / "state.json"))
+    monkeypatch.setattr(first, "PEER", str(tmp_path / "first" / "etcd-peer"))
+    monkeypatch.setattr(first.d, "STATE_DIR", str(tmp_path / "first"))
+    monkeypatch.setattr(joined, "STATE", str(tmp_path / "joined" / "state.json"))
+    monkeypatch.setattr(joined, "PEER", str(tmp_path / "joined" / "etcd-peer"))
+    # The first node keeps the store; a node with neither store nor peer is a first node too.
+    assert first.handler_class() is first.Handler
+    assert joined.handler_class() is joined.Handler
+    first_url, stop_first = _serve(first, first.handler_class())
+    (tmp_path / "joined").mkdir()
+    (tmp_path / "joined" / "etcd-peer").write_text(first_url + "\n")
+    assert joined.handler_class() is joined.SharedStoreHandler
+    joined_url, stop_joined = _serve(joined, joined.handler_class())
+    try:
+        call = first.d.call
+        cp = {"node-role.kubernetes.io/control-plane": ""}
+        assert call(joined_url, "PUT", "/object", first.node("cp02", "10.0.0.12", [], cp))[0] == 201
+        assert call(first_url, "PUT", "/object", first.node("cp01", "10.0.0.11", [], cp))[0] == 201
+        # Written through either, read through either: one store.
+        for url in (first_url, joined_url):
+            code, nodes = call(url, "GET", "/objects?kind=Node")
+            assert code == 200
+            assert sorted(n["metadata"]["name"] for n in nodes["items"]) == ["cp01", "cp02"]
+            code, members = call(url, "GET", "/etcd/health")
+            assert [m["endpoint"] for m in members] == ["https://10.0.0.11:2379", "https://10.0.0.12:2379"]
+        # A refusal comes back as the first node's API server gave it.
+        code, answer = call(joined_url, "POST", "/bootstrap/join", {"token": "nope", "node": "x"})
+        assert code == 403
+        assert "invalid bootstrap token" in answer["message"]
+        assert call(joined_url, "GET", "/healthz") == (200, "ok")
+        assert not (tmp_path / "joined" / "state.json").exists()
+    finally:
+        stop_joined()
+        stop_first()
+
+
+@pytest.fixture
+def kubeadm_join(tmp_path, monkeypatch):
+    """kubeadm join on a fresh node, the cluster's API server answered in memory."""
+    adm = load("kubeadm")
+    conf = tmp_path / "etc-kubernetes"
+    monkeypatch.setattr(adm, "K", str(conf))
+    monkeypatch.setattr(adm, "PKI", str(conf / "pki"))
+    monkeypatch.setattr(adm, "PEER", str(tmp_path / "state" / "etcd-peer"))
+    monkeypatch.setattr(adm, "preflight", lambda argv, files: None)
+    monkeypatch.setattr(adm, "kubelet_start", lambda cfg: None)
+    monkeypatch.setattr(adm.d, "log", lambda *a, **kw: None)
+    uploaded = {
+        "kubernetesVersion": "v1.33.4",
+        "clusterName": "stack-test",
+        "networking": {"podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/12"},
+    }
+    calls = []
+
+    def call(server, method, path, body=None):
+        calls.append((server, method, path))
+        if path.startswith("/object?kind=ConfigMap"):
+            return 200, {"data": {"ClusterConfiguration": adm.d.yaml.safe_dump(uploaded)}}
+        if path == "/version":
+            return 200, {"gitVersion": "v1.33.5"}
+        return 200, {"ok": True}
+
+    monkeypatch.setattr(adm.d, "call", call)
+
+    def run(control_plane):
+        doc = {
+            "apiVersion": adm.API,
+            "kind": "JoinConfiguration",
+            "discovery": {
+                "bootstrapToken": {
+                    "token": "abcdef.0123456789abcdef",
+                    "apiServerEndpoint": "10.0.0.9:6443",
+                    "caCertHashes": ["sha256:aa"],
+                }
+            },
+            "nodeRegistration": {"name": "cp02", "kubeletExtraArgs": [{"name": "node-ip", "value": "10.0.0.12"}]},
+        }
+        if control_plane:
+            doc["controlPlane"] = {"localAPIEndpoint": {"advertiseAddress": "10.0.0.12"}, "certificateKey": "k" * 64}
+        path = tmp_path / "join.yaml"
+        path.write_text(adm.d.yaml.safe_dump(doc))
+        adm.join(["join", "--config", str(path)])
+
+    return adm, conf, tmp_path / "state" / "etcd-peer", calls, run
+
+
+def test_a_control_plane_join_runs_the_control_plane_from_the_uploaded_configuration(kubeadm_join):
+    adm, conf, peer, calls, run = kubeadm_join
+    run(control_plane=True)
+    pods = {p.stem: adm.d.yaml.safe_load(p.read_text()) for p in (conf / "manifests").iterdir()}
+    assert sorted(pods) == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+    api = pods["kube-apiserver"]["spec"]["containers"][0]
+    # the cluster's version now (an upgraded cluster's), this node's address, the uploaded networks
+    assert api["image"] == "registry.k8s.io/kube-apiserver:v1.33.5"
+    assert "--advertise-address=10.0.0.12" in api["command"]
+    assert "--cluster-cidr=10.244.0.0/16" in pods["kube-controller-manager"]["spec"]["containers"][0]["command"]
+    assert peer.read_text().strip() == "http://10.0.0.9:6443"
+    assert adm.d.server_of(str(conf / "admin.conf")) == "http://10.0.0.9:6443"
+    assert adm.d.server_of(str(conf / "kubelet.conf")) == "http://10.0.0.9:6443"
+    assert adm.d.server_of(str(conf / "scheduler.conf")) == "http://10.0.0.12:6443"
+    assert ("http://10.0.0.9:6443", "POST", "/bootstrap/join") in calls
+
+
+def test_a_worker_join_runs_no_control_plane(kubeadm_join):
+    _adm, conf, peer, _calls, run = kubeadm_join
+    run(control_plane=False)
+    assert not (conf / "manifests").exists()
+    assert not (conf / "admin.conf").exists()
+    assert not peer.exists()
+    assert (conf / "kubelet.conf").exists()

@@ -299,18 +299,23 @@ done
 # kubernetes/kueue/v<version>/manifests.yaml, kubernetes/calico/v<version>/manifests/tigera-operator.yaml
 # kubernetes/mpi-operator/v<version>/deploy/v2beta1/mpi-operator.yaml (raw.githubusercontent.com's layout)
 # Programs: stack/k8s (stand-ins answering through an API server stand-in on the control plane).
-k8s_versions=(1.33.4 1.33.5)           # 1.33.4 = the gpu_stack scenario's pin
+# 1.33.4 = the gpu_stack scenario's pin, 1.33.5 a newer patch (held back), 1.34.2 the minor its
+# rolling upgrade moves to (pkgs.k8s.io has one repository per minor: v1.33, v1.34).
+k8s_versions=(1.33.4 1.33.5 1.34.2)
+# Each minor's repository also carries cri-tools of that minor and kubernetes-cni (1.6.0 in both:
+# kubernetes/release#4100 aggregated the 1.33 build into v1.34).
+declare -A k8s_cri_tools=([1.33]=1.33.0-1.1 [1.34]=1.34.0-1.1)
 helm_version=3.18.4 kueue_version=v0.14.8 calico_version=v3.30.3 mpi_operator_version=v0.8.0
-k8s_minor=${k8s_versions[0]%.*} k8s=$out/kubernetes/v$k8s_minor/deb
-rm -rf "$out/kubernetes" && mkdir -p "$k8s" "$out/kubernetes/helm" "$out/kubernetes/kueue/$kueue_version" \
+rm -rf "$out/kubernetes" && mkdir -p "$out/kubernetes/helm" "$out/kubernetes/kueue/$kueue_version" \
   "$out/kubernetes/calico/$calico_version/manifests" "$out/kubernetes/mpi-operator/$mpi_operator_version/deploy/v2beta1"
+for k8s_minor in "${!k8s_cri_tools[@]}"; do mkdir -p "$out/kubernetes/v$k8s_minor/deb"; done
 k8s_lib() {  # the stand-ins' shared module, in each package's own directory
   put "$1" "$stack/k8s/gpufleet_k8s_double.py" "/usr/lib/gpufleet-doubles/k8s-$2/gpufleet_k8s_double.py" 0644 \
     "K8S_VERSION=$3"
   sed -i "s|/usr/lib/gpufleet-doubles/k8s\"|/usr/lib/gpufleet-doubles/k8s-$2\"|" "$work/root/$1/usr/bin/$2"
 }
 for v in "${k8s_versions[@]}"; do
-  dv=$v-1.1
+  dv=$v-1.1 k8s_minor=${v%.*}
   put "kubeadm-$dv" "$stack/k8s/kubeadm" /usr/bin/kubeadm 0755
   k8s_lib "kubeadm-$dv" kubeadm "$v"
   pkg "kubernetes/v$k8s_minor/deb" kubeadm "$dv" "cri-tools (>= 1.30.0)"
@@ -329,9 +334,12 @@ for v in "${k8s_versions[@]}"; do
   put "kubelet-$dv" "$stack/k8s/kubelet.service" /lib/systemd/system/kubelet.service 0644
   pkg "kubernetes/v$k8s_minor/deb" kubelet "$dv" "kubernetes-cni (>= 1.1.1)"
 done
-mkdir -p "$work/root/cri-tools-1.33.0-1.1/usr/bin" "$work/root/kubernetes-cni-1.6.0-1.1/opt/cni/bin"
-pkg "kubernetes/v$k8s_minor/deb" cri-tools 1.33.0-1.1 ""
-pkg "kubernetes/v$k8s_minor/deb" kubernetes-cni 1.6.0-1.1 ""
+mkdir -p "$work/root/kubernetes-cni-1.6.0-1.1/opt/cni/bin"
+for k8s_minor in "${!k8s_cri_tools[@]}"; do
+  mkdir -p "$work/root/cri-tools-${k8s_cri_tools[$k8s_minor]}/usr/bin"
+  pkg "kubernetes/v$k8s_minor/deb" cri-tools "${k8s_cri_tools[$k8s_minor]}" ""
+  pkg "kubernetes/v$k8s_minor/deb" kubernetes-cni 1.6.0-1.1 ""
+done
 mkdir -p "$work/helm/linux-amd64"
 sed "s|@K8S_VERSION@|${k8s_versions[0]}|; s|/usr/lib/gpufleet-doubles/k8s\"|/usr/local/lib/gpufleet-doubles-helm\"|" \
   "$stack/k8s/helm" >"$work/helm/linux-amd64/helm"
@@ -349,16 +357,18 @@ sed "s|@TIGERA_VERSION@|$calico_version|" "$stack/k8s/tigera-operator.yaml" \
   >"$out/kubernetes/calico/$calico_version/manifests/tigera-operator.yaml"
 sed "s|@MPI_OPERATOR_IMAGE_TAG@|${mpi_operator_version#v}|" "$stack/k8s/mpi-operator.yaml" \
   >"$out/kubernetes/mpi-operator/$mpi_operator_version/deploy/v2beta1/mpi-operator.yaml"
-(
-  cd "$k8s"
-  apt-ftparchive packages . >Packages
-  gzip -9nkf Packages
-  apt-ftparchive -o APT::FTPArchive::Release::Origin="gpufleet test doubles (kubernetes)" \
-    -o APT::FTPArchive::Release::Label=kubernetes release . >Release
-  gpg --homedir "$gnupg" --batch --yes --clearsign -o InRelease Release
-  gpg --homedir "$gnupg" --batch --yes -abs -o Release.gpg Release
-  cp "$out/gpufleet-doubles.asc" Release.key
-)
+for k8s_minor in "${!k8s_cri_tools[@]}"; do
+  (
+    cd "$out/kubernetes/v$k8s_minor/deb"
+    apt-ftparchive packages . >Packages
+    gzip -9nkf Packages
+    apt-ftparchive -o APT::FTPArchive::Release::Origin="gpufleet test doubles (kubernetes)" \
+      -o APT::FTPArchive::Release::Label=kubernetes release . >Release
+    gpg --homedir "$gnupg" --batch --yes --clearsign -o InRelease Release
+    gpg --homedir "$gnupg" --batch --yes -abs -o Release.gpg Release
+    cp "$out/gpufleet-doubles.asc" Release.key
+  )
+done
 
 chmod -R a+rX "$out"
 echo "$stamp" >"$out/.stamp"
