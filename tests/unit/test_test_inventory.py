@@ -60,6 +60,11 @@ def test_same_cluster_other_names_addresses_and_cluster_name():
     assert ci_brief["networks"]["management"]["cidr"] == "10.250.50.0/24"
     lab_brief["cluster"]["name"] = "ci"
     lab_brief["networks"]["management"].update(cidr="10.250.50.0/24", gateway="10.250.50.1")
+    # The workload's files come from the controller's file server: its address moves with it.
+    workload = lab_brief["acceptance"]["workload"]
+    for key in ("dataset_url", "weights_url"):
+        assert workload[key].startswith("http://10.250.10.10:")
+        workload[key] = workload[key].replace("10.250.10.", "10.250.50.")
     assert ci_brief == lab_brief
 
 

@@ -117,9 +117,12 @@ def test_sbatch_argv_host_stack_pinned():
         "--partition=h100-lab",
         "--gres=gpu:1",
         "--nodelist=lab-gpu01",
-        "--export=ALL,GPUFLEET_CHECKPOINT_DIR=/var/lib/w/run1",
+        # the lab brief's dataset sample and base weights, where the acceptance downloads them
+        "--export=ALL,GPUFLEET_CHECKPOINT_DIR=/var/lib/w/run1,"
+        "GPUFLEET_DATASET=/var/lib/gpufleet-workload-data/sample.csv,"
+        "GPUFLEET_WEIGHTS=/var/lib/gpufleet-workload-data/base-weights.json",
     ):
-        assert arg in argv, arg
+        assert arg in argv, (arg, argv)
     assert not any(a.startswith("--container-image") for a in argv)
     assert argv[-1] == "--wrap=mkdir -p '/var/lib/w/run1' && python3 /opt/gpufleet-workload/train.py"
 
