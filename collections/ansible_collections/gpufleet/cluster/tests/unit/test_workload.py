@@ -433,7 +433,7 @@ def test_train_starts_from_base_weights_and_says_what_it_read(tmp_path):
         "start",
         str(data),
         str(base),
-        "11",
+        11,
     )
     # Started at the exact solution: the loss is zero from the first step.
     assert wl.parse_output(out)["progress"][0]["loss"] < 1e-9

@@ -33,7 +33,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation 
 
 MARKER = "gpufleet-workload"
 _LINE_RE = re.compile(r"(?:^|\s)" + MARKER + r"\s+(?P<body>\S+=\S+(?:\s+\S+=\S+)*)\s*$")
-_INT_KEYS = ("step",)
+_INT_KEYS = ("step", "samples")
 _FLOAT_KEYS = ("samples_per_s", "time", "loss")
 DEFAULT_WINDOW_MINUTES = 10
 
@@ -295,11 +295,8 @@ def evaluate(first: Mapping, second: Mapping, spec: Mapping) -> dict:
                 )
     # What the job says it started from (the dataset and base weights it read), when it says so.
     start = next((e for e in one["events"] if e.get("event") == "start"), {})
-    started_from = {k: start[k] for k in ("dataset", "weights", "samples") if k in start}
-    if str(started_from.get("samples", "")).isdigit():
-        started_from["samples"] = int(started_from["samples"])
     return {
-        "started_from": started_from,
+        "started_from": {k: start[k] for k in ("dataset", "weights", "samples") if k in start},
         "throughput_samples_per_s": tput,
         "throughput_mean": one["throughput"]["mean"],
         "throughput_lines": one["throughput"]["lines"],
