@@ -145,7 +145,7 @@ def test_both_strategies_load_what_every_worker_would_import():
         assert "ansible.module_utils._internal._json._profiles._module_legacy_m2c" not in seen["before"], name
         # ...but when it starts, before any worker forks: the modules, and the actions in the loader's cache.
         assert seen["after"] == list(preload.WORKER_MODULES), name
-        for action in ("normal.py", "command.py", "copy.py", "template.py"):
+        for action in ("normal.py", "command.py", "copy.py", "template.py", "file_content.py"):
             assert action in seen["cached"], (name, seen["cached"])
 
 
