@@ -56,7 +56,7 @@ def cluster(tmp_path, monkeypatch):
         "stack-deb12b": ("stack-h100-roce", {"gpufleet.io/pool": "stack-h100"}, [RESERVED, GPU_TAINT]),
         "stack-deb13": ("stack-l40s-pcie", {"gpufleet.io/pool": "stack-l40s"}, [GPU_TAINT]),
     }
-    for name, (profile, labels, taints) in nodes.items():
+    for i, (name, (profile, labels, taints)) in enumerate(nodes.items()):
         (peers / f"{name}.json").write_text((PROFILES / f"{profile}.json").read_text())
         put(
             None,
@@ -65,6 +65,7 @@ def cluster(tmp_path, monkeypatch):
                 "kind": "Node",
                 "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
                 "spec": {"taints": taints},
+                "status": {"addresses": [{"type": "InternalIP", "address": f"10.250.30.{12 + i}"}]},
             },
         )
     brief = yaml.safe_load(BRIEF.read_text())
@@ -75,6 +76,17 @@ def cluster(tmp_path, monkeypatch):
     monkeypatch.setattr(kubectl, "delete", delete)
     monkeypatch.setattr(kubectl, "PEERS_DIR", str(peers))
     monkeypatch.setattr(kubectl, "LOGS_DIR", str(tmp_path / "logs"))
+    monkeypatch.setattr(kubectl.jobs, "KUBELET_DIR", str(tmp_path / "kubelet"))
+    # No second machine here: each node's kubelet is reached by a local shell, not SSH; the nodes
+    # asked for are recorded.
+    reached = []
+
+    def local_shell(_srv, node):
+        reached.append(node)
+        return ["/bin/sh", "-c"], None
+
+    kubectl.real_node_shell, kubectl.reached = kubectl.node_shell, reached
+    monkeypatch.setattr(kubectl, "node_shell", local_shell)
     api = kubectl.Api(None)
     yield kubectl, store, api, brief, tmp_path
     for (kind, ns, name), _obj in list(store.items()):  # never leave a training process behind
@@ -129,6 +141,8 @@ def test_a_queued_job_is_admitted_its_deleted_pod_replaced_and_resumed(cluster):
     assert created["spec"]["suspend"] is False
     (first,) = pods_of(api, "wl")
     assert first["phase"] == "Running" and first["index"] == "0" and first["node"] in ("stack-deb12", "stack-deb12b")
+    # The container was started through the kubelet of the node the pod was placed on.
+    assert kubectl.reached == [first["node"]]
     assert wait_for(lambda: "event=checkpoint" in log_of(kubectl, api, first["name"]))
     time.sleep(0.5)
     out1 = log_of(kubectl, api, first["name"])
@@ -256,3 +270,19 @@ def test_kubectl_create_refuses_a_bad_job_with_the_servers_message(cluster, monk
     assert code.value.code == 1
     assert 'spec.template.spec.restartPolicy: Unsupported value: "Always"' in capsys.readouterr().err
     assert ("Job", "research", "wl") not in store
+
+
+def test_a_pods_container_runs_on_its_node_over_ssh_at_the_nodes_internal_ip(cluster, monkeypatch, tmp_path):
+    kubectl = cluster[0]
+    key = tmp_path / "kubelet_ed25519"
+    monkeypatch.setattr(kubectl, "KUBELET_KEY", str(key))
+    assert kubectl.real_node_shell(None, "stack-deb12") == (
+        None,
+        f"the test bed's key for the nodes' kubelets is missing: {key}",
+    )
+    key.write_text("key")
+    argv, why = kubectl.real_node_shell(None, "stack-deb12b")
+    assert why is None and argv[:3] == ["ssh", "-i", str(key)] and argv[-1] == "root@10.250.30.13"
+    assert "BatchMode=yes" in argv
+    argv, why = kubectl.real_node_shell(None, "gone")
+    assert argv is None and why == "node 'gone' has no InternalIP address: its kubelet cannot be reached"

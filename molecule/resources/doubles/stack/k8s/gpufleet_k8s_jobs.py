@@ -25,12 +25,16 @@ Jobs up to date, as the controllers would have by then):
   within ``backoffLimit``, else the Job fails (``BackoffLimitExceeded``); a succeeded pod completes its
   index and the Job (``SuccessCriteriaMet``, ``Complete``; the Workload ``Finished``);
 * the scheduler: the pod is placed by the same rules as an MPIJob's workers (``place`` of kubectl);
-* the kubelet: the pod's container command runs on this host (the production image's programs are
-  this host's) with the container's environment, ``HOSTNAME`` and ``JOB_COMPLETION_INDEX``, its
-  output the pod's log; a ``hostPath`` volume of type DirectoryOrCreate is made. ``kubectl delete
-  pod`` sends SIGTERM to the container's processes, SIGKILL after the grace period, and the pod ends
-  Failed (exit code 143 or 137) before its object is removed, as a pod deleted by a user does (no
-  ``DisruptionTarget`` condition: that is for evictions and preemptions).
+* the kubelet: the pod's container command runs on the node the scheduler placed it on (the
+  production image's programs are that node's), reached over SSH at the Node's InternalIP with the
+  test bed's key (``api.node_shell``), in a session of its own, with the container's environment
+  alone, ``HOSTNAME`` and ``JOB_COMPLETION_INDEX``; its output, carried back by SSH, is the pod's
+  log, and its exit code the container's (255 when the node could not be reached, as a lost node's
+  pod ends). A ``hostPath`` volume of type DirectoryOrCreate is made on that node; a ``hostPath``
+  the pod reads (the dataset, the weights) is that node's file. ``kubectl delete pod`` sends
+  SIGTERM to the container's processes on the node, SIGKILL after the grace period, and the pod
+  ends Failed (exit code 143 or 137) before its object is removed, as a pod deleted by a user does
+  (no ``DisruptionTarget`` condition: that is for evictions and preemptions).
 """
 
 import contextlib
@@ -39,7 +43,7 @@ import hashlib
 import json
 import os
 import random
-import signal
+import shlex
 import subprocess
 import time
 import uuid
@@ -47,6 +51,8 @@ import uuid
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+# Where the kubelet keeps, on the node, each running container's process group.
+KUBELET_DIR = "/run/gpufleet-doubles/kubelet"
 KUEUE_API = "kueue.x-k8s.io/v1beta1"
 # The characters of a generated name's suffix (k8s.io/apimachinery/pkg/util/rand).
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"
@@ -453,26 +459,53 @@ def _reap(pid):
         os.waitpid(pid, os.WNOHANG)
 
 
+def _node_files(pod):
+    """The container's process-group file on its node."""
+    meta = pod["metadata"]
+    return f"{KUBELET_DIR}/{meta['namespace']}/{meta['name']}.pid"
+
+
 def run_container(api, pod, index):
-    """Start the pod's container on this host, detached: its output the pod's log; (pid, None) or (None, why)."""
+    """Start the pod's container on its node, detached: its output the pod's log; (pid of the local
+    SSH session, None) or (None, why)."""
     container = pod["spec"]["containers"][0]
     argv = [*(container.get("command") or []), *(container.get("args") or [])]
     if not argv:
         return None, "the production image's entrypoint is unknown to the test double: give the container a command"
+    node = pod["spec"]["nodeName"]
+    shell, why = api.node_shell(node)
+    if shell is None:
+        return None, why
     log, pidfile, rcfile = _files(api, pod)
     os.makedirs(os.path.dirname(log), exist_ok=True)
-    for vol in pod["spec"].get("volumes") or []:
-        hp = vol.get("hostPath") or {}
-        if hp.get("type") == "DirectoryOrCreate":
-            os.makedirs(hp["path"], exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG")}
-    env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    node_pid = _node_files(pod)
+    dirs = [os.path.dirname(node_pid)] + [
+        (vol.get("hostPath") or {})["path"]
+        for vol in pod["spec"].get("volumes") or []
+        if (vol.get("hostPath") or {}).get("type") == "DirectoryOrCreate"
+    ]
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
     env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or []})
     env.update(HOSTNAME=pod["metadata"]["name"], JOB_COMPLETION_INDEX=str(index))
+    # On the node: the container in a session of its own (its process group is what a deletion
+    # signals), its group recorded, and this shell's exit code the container's.
+    script = "\n".join(
+        [
+            "mkdir -p " + " ".join(shlex.quote(p) for p in dirs) + " || exit 127",
+            "cd /",
+            "env -i "
+            + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+            + " setsid "
+            + " ".join(shlex.quote(a) for a in argv)
+            + " </dev/null 2>&1 &",
+            f"echo $! > {shlex.quote(node_pid)}",
+            "wait $!",
+        ]
+    )
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            ["/bin/sh", "-c", '"$@"; echo $? > "$GPUFLEET_DOUBLE_RC"', "sh", *argv],
-            env={**env, "GPUFLEET_DOUBLE_RC": rcfile},
+            ["/bin/sh", "-c", '"$@"; echo $? > "$GPUFLEET_DOUBLE_RC"', "sh", *shell, script],
+            env={**os.environ, "GPUFLEET_DOUBLE_RC": rcfile},
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -507,29 +540,36 @@ def container_exit(api, pod):
 
 
 def kill_container(api, pod, grace_s):
-    """SIGTERM to the container's processes, SIGKILL after the grace period; its exit code."""
-    pid = _pid(api, pod)
-    if pid is None:
+    """SIGTERM to the container's processes on its node, SIGKILL after the grace period; its exit
+    code (None when it had already ended)."""
+    shell, _why = api.node_shell(pod["spec"].get("nodeName") or "")
+    if shell is None or _pid(api, pod) is None:
         return None
-    code = 143
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
+    ticks = max(1, int(grace_s / 0.05))
+    script = "\n".join(
+        [
+            f"pf={shlex.quote(_node_files(pod))}",
+            '[ -s "$pf" ] || exit 3',
+            'pg=$(cat "$pf")',
+            'kill -TERM "-$pg" 2>/dev/null || exit 3',
+            "i=0",
+            'while kill -0 "-$pg" 2>/dev/null; do',
+            f'  i=$((i + 1)); if [ "$i" -ge {ticks} ]; then kill -KILL "-$pg"; echo 137; exit 0; fi',
+            "  sleep 0.05",
+            "done",
+            "echo 143",
+        ]
+    )
+    res = subprocess.run([*shell, script], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    code = int(res.stdout.strip()) if res.returncode == 0 and res.stdout.strip().isdigit() else None
+    # The SSH session ends with the container: wait for it, so that the log is complete.
+    pid = _pid(api, pod)
+    for _ in range(200):
         _reap(pid)
         if not _alive(pid):
             break
         time.sleep(0.05)
-    else:
-        code = 137
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-        for _ in range(100):
-            _reap(pid)
-            if not _alive(pid):
-                break
-            time.sleep(0.05)
-    return code
+    return code if code is not None else container_exit(api, pod)
 
 
 # --- the Job controller ---------------------------------------------------------------------------
