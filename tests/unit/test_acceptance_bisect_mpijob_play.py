@@ -17,6 +17,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import k8s_live
@@ -143,7 +144,7 @@ def test_an_mpijob_that_never_succeeds_is_a_run_without_a_figure(tmp_path, clust
     # gpu02 advertises 4 GPUs, the pool's workers ask for 8: its worker stays Pending, the job never
     # succeeds, kubectl wait gives up at acceptance_run_timeout and the run has no figure, the
     # scheduler's reason in its output. Without a figure there is nothing to bisect.
-    recorded, jobs, _ = run(
+    recorded, _, _ = run(
         tmp_path, cluster, ["gpu01", "gpu02"], "none", "-e", "acceptance_run_timeout=2", gpus={"gpu02": 4}
     )
     (run_record,) = recorded["runs"]
@@ -152,8 +153,16 @@ def test_an_mpijob_that_never_succeeds_is_a_run_without_a_figure(tmp_path, clust
     # gpu01 already holds the other worker's 8 GPUs
     assert "Pending workers: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu." in run_record["output"]
     assert run_record["violations"] and recorded["plans"] == []
-    (job,) = jobs
-    assert list(job["workers"].values()) == ["gpu01"] and "rc" not in job
+    # The job that overran was deleted once read, and the worker that held gpu01's GPUs with it.
+    assert re.search(r"mpijobs/gpufleet-nccl-h100-lab-\S+ deleted after the timeout", run_record["output"])
+    assert json.loads(cluster.kubectl("-n", "gpufleet", "get", "mpijobs", "-o", "json").stdout)["items"] == []
+    assert json.loads(cluster.kubectl("-n", "gpufleet", "get", "pods", "-o", "json").stdout)["items"] == []
+    waited = 0.0
+    while (records := cluster.mpijob_records()) == [] and waited < 5:  # the operator's next look
+        time.sleep(0.5)
+        waited += 0.5
+    (job,) = records
+    assert list(job["workers"].values()) == ["gpu01"] and "rc" not in job and job["ended"] == "deleted"
 
 
 def test_an_mpijob_that_fails_is_known_when_it_fails(tmp_path, cluster):

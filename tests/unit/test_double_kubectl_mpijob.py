@@ -310,3 +310,64 @@ def test_wait_times_out_with_kubectls_message_while_the_job_runs(live):
     stored = json.loads(live.kubectl("-n", "gpufleet", "get", "mpijob", "long", "-o", "json").stdout)
     assert ("Running", "True") in [(c["type"], c["status"]) for c in stored["status"]["conditions"]]
     live.kubectl("-n", "gpufleet", "wait", "--for=condition=Succeeded", "mpijob/long", "--timeout=60s")
+
+
+def test_the_operator_fails_a_job_past_its_active_deadline_and_frees_its_workers(live):
+    # The launcher would sleep 30 s; the job's deadline is 1 s: the operator fails it then, as the
+    # launcher Job's controller does (DeadlineExceeded), whoever is watching.
+    job = mpijob("late", env={"GPUFLEET_DOUBLE_SLEEP": "30"}, active_deadline_s=1)
+    live.kubectl("create", "-f", "-", stdin=json.dumps(job))
+    began = time.monotonic()
+    live.kubectl("-n", "gpufleet", "wait", "--for=condition=Failed", "mpijob/late", "--timeout=20s")
+    assert time.monotonic() - began < 5
+    stored = json.loads(live.kubectl("-n", "gpufleet", "get", "mpijob", "late", "-o", "json").stdout)
+    failed = next(c for c in stored["status"]["conditions"] if c["type"] == "Failed")
+    assert (failed["status"], failed["reason"], failed["message"]) == (
+        "True",
+        "DeadlineExceeded",
+        "Job was active longer than specified deadline",
+    )
+    pods = json.loads(live.kubectl("-n", "gpufleet", "get", "pods", "-o", "json").stdout)["items"]
+    assert {p["metadata"]["name"]: p["status"]["phase"] for p in pods} == {
+        "late-launcher": "Failed",
+        "late-worker-0": "Failed",
+        "late-worker-1": "Failed",
+    }
+    (record,) = live.mpijob_records()
+    assert record["ended"] == "deadline" and record["rc"] != 0
+
+
+def test_a_pending_job_fails_at_its_deadline_and_its_pending_worker_goes(live):
+    # stack-deb12b is cordoned: one worker waits for a node, until the deadline fails the job.
+    live.kubectl("cordon", "stack-deb12b")
+    job = mpijob("stuck", active_deadline_s=1)
+    live.kubectl("create", "-f", "-", stdin=json.dumps(job))
+    live.kubectl("-n", "gpufleet", "wait", "--for=condition=Failed", "mpijob/stuck", "--timeout=20s")
+    stored = json.loads(live.kubectl("-n", "gpufleet", "get", "mpijob", "stuck", "-o", "json").stdout)
+    assert [(c["type"], c.get("reason")) for c in stored["status"]["conditions"]] == [
+        ("Created", "MPIJobCreated"),
+        ("Failed", "DeadlineExceeded"),
+    ]
+    pods = json.loads(live.kubectl("-n", "gpufleet", "get", "pods", "-o", "json").stdout)["items"]
+    assert {p["metadata"]["name"]: p["status"]["phase"] for p in pods} == {"stuck-worker-0": "Failed"}
+    (record,) = live.mpijob_records()
+    assert record["ended"] == "deadline" and list(record["pending"]) == ["stuck-worker-1"]
+
+
+def test_a_deleted_job_loses_its_pods_and_its_launcher(live):
+    job = mpijob("gone", env={"GPUFLEET_DOUBLE_SLEEP": "30"})
+    live.kubectl("create", "-f", "-", stdin=json.dumps(job))
+    live.kubectl("-n", "gpufleet", "wait", "--for=condition=Running", "mpijob/gone", "--timeout=20s")
+    began = time.monotonic()
+    deleted = live.kubectl("-n", "gpufleet", "delete", "mpijob", "gone")
+    assert deleted.stdout == 'mpijob.kubeflow.org "gone" deleted\n'
+    records = []
+    while not records and time.monotonic() - began < 10:
+        time.sleep(0.2)
+        records = live.mpijob_records()
+    (record,) = records
+    assert record["ended"] == "deleted" and time.monotonic() - began < 10  # not the launcher's 30 s
+    assert json.loads(live.kubectl("-n", "gpufleet", "get", "pods", "-o", "json").stdout)["items"] == []
+    again = live.kubectl("-n", "gpufleet", "delete", "mpijob", "gone", check=False)
+    assert again.returncode == 1
+    assert again.stderr == 'Error from server (NotFound): mpijobs.kubeflow.org "gone" not found\n'

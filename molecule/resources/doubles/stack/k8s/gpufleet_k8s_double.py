@@ -52,7 +52,10 @@ def log(tool, argv, **what):
 
 
 def fail(tool, message, code=1):
-    print(f"error: {message}" if tool != "kubeadm" else message, file=sys.stderr)
+    # kubectl prints the API server's refusals as they come ("Error from server (NotFound): ..."),
+    # its own errors after "error: ".
+    plain = tool == "kubeadm" or message.startswith("Error from server")
+    print(message if plain else f"error: {message}", file=sys.stderr)
     sys.exit(code)
 
 

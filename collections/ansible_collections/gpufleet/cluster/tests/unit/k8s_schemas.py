@@ -232,7 +232,14 @@ SCHEMAS[("kubeflow.org/v2beta1", "MPIJob")] = _object(
         {
             "slotsPerWorker": _INT,
             "mpiImplementation": {"enum": ["OpenMPI", "Intel", "MPICH"]},
-            "runPolicy": _closed({"cleanPodPolicy": {"enum": ["None", "Running", "All"]}, "backoffLimit": _INT}),
+            "runPolicy": _closed(
+                {
+                    "cleanPodPolicy": {"enum": ["None", "Running", "All"]},
+                    "backoffLimit": _INT,
+                    # int64; the operator's validation refuses a negative one (ValidateNonnegativeField)
+                    "activeDeadlineSeconds": {"type": "integer", "minimum": 0},
+                }
+            ),
             "mpiReplicaSpecs": _closed({"Launcher": _REPLICA, "Worker": _REPLICA}, ("Launcher", "Worker")),
         },
         ("mpiReplicaSpecs",),

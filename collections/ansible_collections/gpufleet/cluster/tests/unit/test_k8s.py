@@ -86,6 +86,7 @@ def _all_objects(brief, nodes):
                 "nvcr.io/nvidia/pytorch:25.01-py3",
                 ["/opt/nccl-tests/bin/all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1"],
                 env={"NCCL_DEBUG": "INFO"},
+                active_deadline_s=720,
             )
         )
     return version, objs
@@ -601,6 +602,12 @@ def test_mpijob_spans_the_pool():
     assert "affinity" not in job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
     with pytest.raises(ValueError, match="expected 2 host names"):
         k8s.mpijob(brief, "h200-train", 2, "img:1", ["x"], hostnames=["h200-001"])
+    # A deadline the cluster enforces, whoever is watching the job.
+    timed = k8s.mpijob(brief, "h200-train", 4, "img:1", ["x"], active_deadline_s=420)
+    assert timed["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": 420}
+    assert "activeDeadlineSeconds" not in job["spec"]["runPolicy"]
+    with pytest.raises(ValueError, match="at least 1 s, found 0"):
+        k8s.mpijob(brief, "h200-train", 4, "img:1", ["x"], active_deadline_s=0)
 
 
 # --------------------------------------------------------------------------- filters and preflight

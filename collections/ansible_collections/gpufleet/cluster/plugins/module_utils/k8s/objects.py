@@ -748,11 +748,14 @@ def mpijob(
     extra_resources: dict | None = None,
     gpus_per_task: int = 1,
     hostnames: list[str] | None = None,
+    active_deadline_s: int | None = None,
 ) -> dict:
     """The all-node NCCL run of a pool as a kubeflow.org/v2beta1 MPIJob: one worker per node
     (the pool's node selector and tolerations, all its GPUs), a launcher running ``mpirun`` with
     one rank per ``gpus_per_task`` GPUs and ``test_argv`` (all_reduce_perf and its arguments).
-    ``hostnames`` pins the workers to those nodes (a bisect group); ``nodes`` must equal their number."""
+    ``hostnames`` pins the workers to those nodes (a bisect group); ``nodes`` must equal their number.
+    ``active_deadline_s``: the cluster fails the job that long after its creation and frees its
+    GPUs (``runPolicy.activeDeadlineSeconds``, the launcher Job's deadline), whoever is watching it."""
     clean = clean_brief(brief)
     pool = _pool(clean, pool_name)
     gpus = int(pool.get("gpus_per_node", 1))
@@ -769,6 +772,11 @@ def mpijob(
     resources = {pool_resource(pool): gpus, **(extra_resources or {})}
     if hostnames is not None and len(hostnames) != nodes:
         raise ValueError(f"expected {nodes} host names for {nodes} workers, found {len(hostnames)}")
+    if active_deadline_s is not None and int(active_deadline_s) < 1:
+        raise ValueError(f"expected an active deadline of at least 1 s, found {active_deadline_s}")
+    run_policy: dict[str, Any] = {"cleanPodPolicy": "Running", "backoffLimit": 0}
+    if active_deadline_s is not None:
+        run_policy["activeDeadlineSeconds"] = int(active_deadline_s)
     worker_pod: dict[str, Any] = {
         "nodeSelector": {f"{LABEL_PREFIX}pool": pool_name},
         "tolerations": spec["tolerations"],
@@ -807,7 +815,7 @@ def mpijob(
         "spec": {
             "slotsPerWorker": slots,
             "mpiImplementation": "OpenMPI",
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+            "runPolicy": run_policy,
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,
