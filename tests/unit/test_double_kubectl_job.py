@@ -96,8 +96,12 @@ def cluster(tmp_path, monkeypatch):
 
 def render(brief, tmp_path, name="wl", gpus=1, backoff_limit=1, window_s=3.0, namespace="research"):
     brief = json.loads(json.dumps(brief))
+    # The dataset sample and weights where this machine has them (the brief's paths are a node's).
     brief["acceptance"]["workload"].update(
-        command=f"{sys.executable} {TRAIN} --report-every-s 0.1 --checkpoint-every-s 0.2", gpus=gpus
+        command=f"{sys.executable} {TRAIN} --report-every-s 0.1 --checkpoint-every-s 0.2",
+        gpus=gpus,
+        dataset=str(TRAIN.parent / "sample.csv"),
+        weights=str(TRAIN.parent / "base-weights.json"),
     )
     spec = workload.workload_spec(brief)
     return kw.job(
@@ -160,6 +164,8 @@ def test_a_queued_job_is_admitted_its_deleted_pod_replaced_and_resumed(cluster):
     one, two = workload.parse_output(out1), workload.parse_output(out2)
     assert two["resumed_step"] and two["resumed_step"] >= one["last_checkpoint_step"] > 0
     assert "event=done" in out2 and "event=done" not in out1
+    # The container's environment reached it on its node: the dataset and weights the Job names.
+    assert f"dataset={TRAIN.parent / 'sample.csv'} weights={TRAIN.parent / 'base-weights.json'} samples=512" in out1
     wl = api.get("Workload", "research")["items"][0]
     assert [c["type"] for c in wl["status"]["conditions"]] == ["QuotaReserved", "Admitted", "Finished"]
     kubectl.jobs.delete_job(api, "research", "wl")
