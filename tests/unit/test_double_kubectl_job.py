@@ -94,7 +94,7 @@ def cluster(tmp_path, monkeypatch):
             kubectl.jobs.delete_job(api, ns, name)
 
 
-def render(brief, tmp_path, name="wl", gpus=1, backoff_limit=1, window_s=3.0, namespace="research"):
+def render(brief, tmp_path, name="wl", gpus=1, backoff_limit=1, window_s=3.0, namespace="research", **kw_args):
     brief = json.loads(json.dumps(brief))
     # The dataset sample and weights where this machine has them (the brief's paths are a node's).
     brief["acceptance"]["workload"].update(
@@ -113,6 +113,7 @@ def render(brief, tmp_path, name="wl", gpus=1, backoff_limit=1, window_s=3.0, na
         image=IMAGE,
         backoff_limit=backoff_limit,
         window_s=window_s,
+        **kw_args,
     )
 
 
@@ -181,6 +182,20 @@ def test_backoff_limit_zero_fails_the_job_instead_of_replacing_the_pod(cluster):
     conds = {c["type"]: c["reason"] for c in store[("Job", "research", "nob")]["status"]["conditions"]}
     assert conds["Failed"] == "BackoffLimitExceeded"
     assert not kubectl.jobs.wait_job(api, "research", "nob", "Complete", 1)
+
+
+def test_a_job_past_its_active_deadline_is_failed_and_its_pod_stopped(cluster):
+    # The pod would train 30 s; the Job's deadline is 2 s: the Job controller stops it then.
+    kubectl, store, api, brief, tmp_path = cluster
+    kubectl.jobs.create(api, render(brief, tmp_path, name="late", window_s=30, active_deadline_s=2))
+    (first,) = pods_of(api, "late")
+    assert first["phase"] == "Running"
+    assert not kubectl.jobs.wait_job(api, "research", "late", "Complete", 6)
+    conds = {c["type"]: (c["reason"], c["message"]) for c in store[("Job", "research", "late")]["status"]["conditions"]}
+    assert conds["Failed"] == ("DeadlineExceeded", "Job was active longer than specified deadline")
+    (pod,) = pods_of(api, "late")
+    assert pod["name"] == first["name"] and pod["phase"] == "Failed"
+    assert "event=done" not in log_of(kubectl, api, first["name"])
 
 
 def test_a_job_above_the_queue_quota_stays_suspended_with_kueues_reason(cluster):

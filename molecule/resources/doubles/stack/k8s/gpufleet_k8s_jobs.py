@@ -23,7 +23,9 @@ Jobs up to date, as the controllers would have by then):
   ``batch.kubernetes.io/job-completion-index``, ``controller-uid``); a failed pod is counted in
   ``status.failed`` (unless a podFailurePolicy rule ignores it) and replaced while the failures stay
   within ``backoffLimit``, else the Job fails (``BackoffLimitExceeded``); a succeeded pod completes its
-  index and the Job (``SuccessCriteriaMet``, ``Complete``; the Workload ``Finished``);
+  index and the Job (``SuccessCriteriaMet``, ``Complete``; the Workload ``Finished``); past its
+  ``activeDeadlineSeconds`` (counted from its start, after Kueue unsuspended it) its running pods
+  are stopped and the Job fails (``DeadlineExceeded``);
 * the scheduler: the pod is placed by the same rules as an MPIJob's workers (``place`` of kubectl);
 * the kubelet: the pod's container command runs on the node the scheduler placed it on (the
   production image's programs are that node's), reached over SSH at the Node's InternalIP with the
@@ -191,6 +193,10 @@ def job_owner(meta: dict) -> dict:
 
 def now_text(t=None):
     return datetime.datetime.fromtimestamp(time.time() if t is None else t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _seconds_since(text):
+    return time.time() - datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC).timestamp()
 
 
 def _unknown(obj, level, path):
@@ -728,6 +734,20 @@ def reconcile(api, job):
         return job
     status.setdefault("startTime", now_text())
     pods = _pods_of(api, job)
+    # Past activeDeadlineSeconds (from the start of the unsuspended Job) the Job controller stops
+    # its running pods and fails the Job, whatever its pods would have done.
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and _seconds_since(status["startTime"]) >= int(deadline):
+        for pod in pods:
+            if (pod.get("status") or {}).get("phase") == "Running":
+                code = container_exit(api, pod)
+                _finish_pod(api, pod, kill_container(api, pod, 0) if code is None else code)
+        status["active"] = 0
+        message = "Job was active longer than specified deadline"
+        _set_job_condition(job, "FailureTarget", "DeadlineExceeded", message)
+        _set_job_condition(job, "Failed", "DeadlineExceeded", message)
+        api.put(job)
+        return job
     for pod in pods:
         if (pod.get("status") or {}).get("phase") == "Running":
             code = container_exit(api, pod)

@@ -12,7 +12,8 @@ description:
     workload's pool, or the one named); C({name, namespace, queue}).
   - C(k8s_workload_job) - the workload as a batch/v1 Indexed Job of one pod with C(restartPolicy Never), a
     C(backoffLimit) and a C(podFailurePolicy), queued with the label C(kueue.x-k8s.io/queue-name), the production
-    image running the brief's command, its checkpoint directory mounted at the same path.
+    image running the brief's command, its checkpoint directory mounted at the same path; with C(active_deadline_s),
+    the Job's C(activeDeadlineSeconds).
   - C(k8s_workload_admission) - Kueue's Workload object of the Job (C(kubectl get workloads -o json)) - admitted,
     the ClusterQueue, the flavors, and the queue wait (the admission condition's time less the Workload's creation).
   - C(k8s_workload_pods) - the Job's pods, oldest first (name, node, phase, completion index).
@@ -67,6 +68,7 @@ def k8s_workload_job(
     backoff_limit=1,
     window_s=None,
     extra_resources=None,
+    active_deadline_s=None,
 ):
     if not isinstance(spec, dict):
         raise AnsibleFilterError("k8s_workload_job expects the workload_spec (a dict)")
@@ -84,6 +86,7 @@ def k8s_workload_job(
         backoff_limit=int(backoff_limit),
         window_s=None if window_s is None else float(window_s),
         extra_resources=extra_resources or {},
+        active_deadline_s=None if active_deadline_s is None else int(active_deadline_s),
     )
 
 

@@ -45,8 +45,14 @@ def test_the_scenario_brief_has_a_workload_on_the_h100_pool():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{}, {"node": "stack-deb12"}, {"window_s": 18.0}, {"extra_resources": {"rdma/rdma_shared_device_a": 1}}],
-    ids=["shared-or-not", "pinned", "window", "extra-resources"],
+    [
+        {},
+        {"node": "stack-deb12"},
+        {"window_s": 18.0},
+        {"extra_resources": {"rdma/rdma_shared_device_a": 1}},
+        {"active_deadline_s": 1500},
+    ],
+    ids=["shared-or-not", "pinned", "window", "extra-resources", "deadline"],
 )
 def test_the_job_is_valid_for_the_pinned_version(kwargs):
     brief = stack_brief()
@@ -99,11 +105,24 @@ def test_the_job_is_queued_suspended_indexed_and_replaceable():
     ]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
     env = {e["name"]: e["value"] for e in container["env"]}
-    assert env == {"GPUFLEET_CHECKPOINT_DIR": "/var/lib/gpufleet-workload/run1", "GPUFLEET_WINDOW_S": "12"}
+    assert env == {
+        "GPUFLEET_CHECKPOINT_DIR": "/var/lib/gpufleet-workload/run1",
+        # the scenario brief's dataset sample and base weights, at their paths on the node
+        "GPUFLEET_DATASET": "/var/lib/gpufleet-workload-data/sample.csv",
+        "GPUFLEET_WEIGHTS": "/var/lib/gpufleet-workload-data/base-weights.json",
+        "GPUFLEET_WINDOW_S": "12",
+    }
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [
         {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["stack-deb12"]}]}
     ]
+
+
+def test_the_job_carries_the_deadline_the_cluster_enforces():
+    assert render(active_deadline_s=1500)["spec"]["activeDeadlineSeconds"] == 1500
+    assert "activeDeadlineSeconds" not in render()["spec"]
+    with pytest.raises(kw.K8sWorkloadError, match="expected at least 1 s, found 0"):
+        render(active_deadline_s=0)
 
 
 def test_the_brief_image_wins_and_a_job_needs_one():

@@ -87,6 +87,7 @@ def job(
     backoff_limit: int = 1,
     window_s: float | None = None,
     extra_resources: Mapping | None = None,
+    active_deadline_s: int | None = None,
 ) -> dict:
     """The workload as a batch/v1 Job queued through Kueue (``kueue.x-k8s.io/queue-name``).
 
@@ -94,9 +95,13 @@ def job(
     brief's ``image``, else ``image`` (acceptance_container_image). ``node`` pins the pod to one node
     (a checkpoint directory on the node's own disk). ``window_s``: each pod trains that long and ends
     (``$GPUFLEET_WINDOW_S``), so the replacement pod completes the Job. ``backoffLimit`` allows the
-    one pod the acceptance deletes."""
+    one pod the acceptance deletes. ``active_deadline_s``: the Job controller fails the Job and stops
+    its pod that long after Kueue started it (``activeDeadlineSeconds``; its timer does not run while
+    the Job is suspended), whoever is watching it."""
     if not _NAME_RE.match(name or "") or len(name) > 63:
         raise K8sWorkloadError(f"Job name: expected a DNS label of at most 63 characters, found {name!r}")
+    if active_deadline_s is not None and int(active_deadline_s) < 1:
+        raise K8sWorkloadError(f"Job active deadline: expected at least 1 s, found {active_deadline_s}")
     image = spec.get("image") or image
     if not image:
         raise K8sWorkloadError(
@@ -167,6 +172,7 @@ def job(
             "completions": 1,
             "parallelism": 1,
             "backoffLimit": int(backoff_limit),
+            **({"activeDeadlineSeconds": int(active_deadline_s)} if active_deadline_s is not None else {}),
             # A pod the cluster disrupted (preempted, evicted, drained) is replaced without using up the limit.
             "podFailurePolicy": {
                 "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
