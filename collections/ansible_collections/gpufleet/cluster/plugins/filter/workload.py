@@ -55,7 +55,9 @@ def workload_spec(brief):
         raise AnsibleFilterError(f"workload_spec: {exc}") from None
 
 
-def workload_sbatch_argv(spec, job_name, output, checkpoint_dir, nodelist="", container_mounts="", extra_args=()):
+def workload_sbatch_argv(
+    spec, job_name, output, checkpoint_dir, nodelist="", container_mounts="", extra_args=(), time_limit_s=None
+):
     if not isinstance(spec, dict):
         raise AnsibleFilterError("workload_sbatch_argv expects the workload_spec (a dict)")
     try:
@@ -67,6 +69,7 @@ def workload_sbatch_argv(spec, job_name, output, checkpoint_dir, nodelist="", co
             nodelist=str(nodelist or ""),
             container_mounts=str(container_mounts or ""),
             extra_args=[str(a) for a in extra_args or []],
+            time_limit_s=None if time_limit_s is None else float(time_limit_s),
         )
     except _wl.WorkloadError as exc:
         raise AnsibleFilterError(f"workload_sbatch_argv: {exc}") from None

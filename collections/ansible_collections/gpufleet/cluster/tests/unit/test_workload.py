@@ -152,6 +152,18 @@ def test_sbatch_argv_with_the_production_image():
         workload_sbatch_argv("x", "gf", "/o", "/c")
 
 
+def test_sbatch_argv_time_limit_in_whole_minutes_before_the_sites_own_args():
+    spec = wl.workload_spec(lab_brief())
+    argv = workload_sbatch_argv(spec, "gf", "/o", "/c", extra_args=["--time=90"], time_limit_s=609.0)
+    # 609 s is 10.15 minutes: Slurm's --time counts minutes, rounded up so the job is never cut short.
+    assert [a for a in argv if a.startswith("--time=")] == ["--time=11", "--time=90"]
+    assert argv.index("--time=11") < argv.index("--time=90")  # sbatch takes the last: the site's
+    assert "--time=1" in wl.sbatch_argv(spec, job_name="gf", output="/o", checkpoint_dir="/c", time_limit_s=5)
+    assert not any(a.startswith("--time") for a in workload_sbatch_argv(spec, "gf", "/o", "/c"))
+    with pytest.raises(AnsibleFilterError, match="expected more than 0 s, found 0"):
+        workload_sbatch_argv(spec, "gf", "/o", "/c", time_limit_s=0)
+
+
 # --- the judgement -------------------------------------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ is ``event=resumed`` with the step it restored.
 
 from __future__ import annotations
 
+import math
 import posixpath
 import re
 import statistics
@@ -146,9 +147,12 @@ def sbatch_argv(
     container_mounts: str = "",
     extra_args: Sequence[str] = (),
     sbatch: str = "sbatch",
+    time_limit_s: float | None = None,
 ) -> list[str]:
     """``sbatch --parsable`` of the workload: one node, the pool's partition, its GPUs, the production
-    image through pyxis when set; the job sees GPUFLEET_CHECKPOINT_DIR / _DATASET / _WEIGHTS."""
+    image through pyxis when set; the job sees GPUFLEET_CHECKPOINT_DIR / _DATASET / _WEIGHTS.
+    ``time_limit_s``: Slurm ends the job that long after it started (``--time``, whole minutes
+    rounded up), whoever is watching it; an ``extra_args`` ``--time`` comes later and wins."""
     env = ["ALL", f"GPUFLEET_CHECKPOINT_DIR={checkpoint_dir}"]
     if spec.get("dataset"):
         env.append(f"GPUFLEET_DATASET={spec['dataset']}")
@@ -164,6 +168,10 @@ def sbatch_argv(
         argv.append(f"--gres=gpu:{int(spec['gpus'])}")
     if nodelist:
         argv.append(f"--nodelist={nodelist}")
+    if time_limit_s is not None:
+        if float(time_limit_s) <= 0:
+            raise WorkloadError(f"the job's time limit: expected more than 0 s, found {time_limit_s}")
+        argv.append(f"--time={max(1, math.ceil(float(time_limit_s) / 60))}")
     if spec.get("image"):
         argv.append(f"--container-image={spec['image']}")
         mounts = [checkpoint_dir] + [spec[k] for k in ("dataset", "weights") if spec.get(k)]
