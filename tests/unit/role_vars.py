@@ -17,7 +17,9 @@ from typing import Any
 
 import yaml
 from ansible.plugins.filter.core import FilterModule as CoreFilters
+from ansible.plugins.filter.mathstuff import FilterModule as MathFilters
 from ansible.plugins.test.core import TestModule as CoreTests
+from ansible_collections.gpufleet.cluster.plugins.filter.host_addresses import host_addresses
 from jinja2 import StrictUndefined
 from jinja2.nativetypes import NativeEnvironment
 
@@ -33,8 +35,20 @@ def _bool(value: Any) -> bool:
 def _environment() -> NativeEnvironment:
     env = NativeEnvironment(undefined=StrictUndefined)
     core = CoreFilters().filters()
-    for name in ("combine", "regex_replace", "regex_escape", "to_json", "ternary", "flatten", "quote", "mandatory"):
+    for name in (
+        "combine",
+        "regex_replace",
+        "regex_escape",
+        "to_json",
+        "ternary",
+        "flatten",
+        "quote",
+        "mandatory",
+        "extract",
+    ):
         env.filters[name] = core[name]
+    env.filters["zip"] = MathFilters().filters()["zip"]
+    env.filters["gpufleet.cluster.host_addresses"] = host_addresses
     env.filters["bool"] = _bool
     env.filters["product"] = lambda *lists: [list(t) for t in itertools.product(*lists)]
     env.tests["match"] = lambda value, pattern: re.match(pattern, str(value)) is not None
@@ -101,4 +115,7 @@ def role_vars(role: str, facts: dict[str, Any], brief: dict[str, Any], extra: di
         hostvars={"node01": {"ansible_host": "10.0.0.1"}},
     )
     data.update(extra or {})
+    # Jinja's globals (dict, range, namespace...): a shared context does not carry them.
+    for name, value in ENV.globals.items():
+        data.setdefault(name, value)
     return Vars(data)

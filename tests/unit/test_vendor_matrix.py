@@ -114,6 +114,32 @@ def test_imex_is_on_for_multi_node_nvlink_pools_only():
     assert r["nvidia_driver_imex_nodes_config"] == vm.value("imex", "nodes_config", "ubuntu2404")
 
 
+def test_imex_lists_the_pools_nodes_of_this_hosts_rack():
+    # Four GB200 trays of one pool in two NVL72 racks: each rack is an NVLink domain of its own.
+    hosts = ["gb01", "gb02", "gb03", "gb04"]
+    addresses = {h: f"10.0.0.{i + 1}" for i, h in enumerate(hosts)}
+    common = {
+        "gpufleet_pool": {"topology": "nvl72", "group": "gb200"},
+        "groups": {"all": [*hosts, "ctl01"], "gb200": hosts},
+        "inventory_hostname": "gb03",
+        "gpufleet_addresses": {**addresses, "ctl01": "10.0.0.9"},
+    }
+
+    def imex_nodes(**extra):
+        return role_vars("nvidia_driver", facts("ubuntu2404", "aarch64"), brief(), {**common, **extra})[
+            "nvidia_driver_imex_nodes"
+        ]
+
+    racks = {"gb01": "r1", "gb02": "r1", "gb03": "r2", "gb04": "r2", "ctl01": "r2"}
+    assert imex_nodes(gpufleet_racks=racks) == ["10.0.0.3", "10.0.0.4"]
+    # No rack named: the whole pool is one domain.
+    assert imex_nodes(gpufleet_racks=dict.fromkeys(racks, "")) == list(addresses.values())
+    # Without the brief role's maps: from the pool's hosts' own variables.
+    del common["gpufleet_addresses"]
+    hostvars = {h: {"ansible_host": addresses[h], "rack": racks[h]} for h in hosts}
+    assert imex_nodes(hostvars=hostvars) == ["10.0.0.3", "10.0.0.4"]
+
+
 def test_the_lab_driver_path_does_not_move():
     """Debian 12 x86_64 with the lab's pins: the exact strings the lab's stand-in repository serves."""
     lab = yaml.safe_load((ROOT / "inventories/lab/brief.yml").read_text())
