@@ -27,6 +27,13 @@ def run(args: dict, check: bool = False, diff: bool = False) -> dict:
     return run_main(fc.main, {**args, "_ansible_check_mode": check, "_ansible_diff": diff})
 
 
+def failure(args: dict) -> str:
+    """The message the module fails with on these arguments."""
+    with module_args(args), pytest.raises(FailJson) as exc:
+        fc.main()
+    return exc.value.args[0]["msg"]
+
+
 @pytest.fixture
 def dest(tmp_path):
     path = tmp_path / "app.conf"
@@ -100,9 +107,7 @@ def test_a_new_file_is_created(tmp_path):
 def test_a_failing_validate_leaves_the_file_as_it_was(tmp_path, dest):
     src = source(tmp_path, NEW)
     args = {"dest": str(dest), "_checksum": sha1(NEW), "_source": str(src), "validate": "grep -q alpha %s"}
-    with module_args(args), pytest.raises(FailJson) as exc:
-        fc.main()
-    assert "failed to validate" in exc.value.args[0]["msg"]
+    assert "failed to validate" in failure(args)
     assert dest.read_text() == OLD
 
 
@@ -116,9 +121,7 @@ def test_validate_sees_the_new_text_and_its_mode(tmp_path, dest):
 def test_validate_without_the_file_placeholder_fails(tmp_path, dest):
     src = source(tmp_path, NEW)
     args = {"dest": str(dest), "_checksum": sha1(NEW), "_source": str(src), "validate": "true"}
-    with module_args(args), pytest.raises(FailJson) as exc:
-        fc.main()
-    assert "must contain %s" in exc.value.args[0]["msg"]
+    assert "must contain %s" in failure(args)
     assert dest.read_text() == OLD
 
 
@@ -126,9 +129,7 @@ def test_a_missing_directory_fails_when_writing(tmp_path):
     src = source(tmp_path, NEW)
     missing = tmp_path / "not-yet" / "app.conf"
     args = {"dest": str(missing), "_checksum": sha1(NEW), "_source": str(src)}
-    with module_args(args), pytest.raises(FailJson) as exc:
-        fc.main()
-    assert "does not exist" in exc.value.args[0]["msg"]
+    assert "does not exist" in failure(args)
 
 
 def test_a_link_at_dest_is_replaced_by_a_file_even_with_the_same_text(tmp_path, dest):
@@ -142,9 +143,7 @@ def test_a_link_at_dest_is_replaced_by_a_file_even_with_the_same_text(tmp_path, 
 
 
 def test_a_directory_as_dest_fails(tmp_path):
-    with module_args({"dest": str(tmp_path), "_checksum": sha1(NEW)}), pytest.raises(FailJson) as exc:
-        fc.main()
-    assert "is a directory" in exc.value.args[0]["msg"]
+    assert "is a directory" in failure({"dest": str(tmp_path), "_checksum": sha1(NEW)})
 
 
 def test_the_diff_leaves_out_a_binary_or_large_file(tmp_path):
