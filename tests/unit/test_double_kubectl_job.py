@@ -307,3 +307,19 @@ def test_a_pods_container_runs_on_its_node_over_ssh_at_the_nodes_internal_ip(clu
     assert "BatchMode=yes" in argv
     argv, why = kubectl.real_node_shell(None, "gone")
     assert argv is None and why == "node 'gone' has no InternalIP address: its kubelet cannot be reached"
+
+
+def test_a_pod_deleted_while_its_node_is_unreachable_ends_killed(cluster, monkeypatch):
+    # The node's kubelet cannot be reached for the deletion: the pod still ends, as killed (137),
+    # and the Job controller replaces it.
+    kubectl, _store, api, brief, tmp_path = cluster
+    kubectl.jobs.create(api, render(brief, tmp_path, name="lost", window_s=30))
+    (first,) = pods_of(api, "lost")
+    local = kubectl.node_shell
+    monkeypatch.setattr(kubectl, "node_shell", lambda _srv, node: (None, f"node {node!r} is unreachable"))
+    pod = kubectl.jobs.delete_pod(api, "research", first["name"], grace_s=1)
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+    monkeypatch.setattr(kubectl, "node_shell", local)
+    assert [p["name"] for p in pods_of(api, "lost")] != [first["name"]]
+    # Its process on the "node" (this machine) was never signalled: stop it now the node is back.
+    assert kubectl.jobs.kill_container(api, pod, 0) in (137, 143)

@@ -547,10 +547,10 @@ def container_exit(api, pod):
 
 def kill_container(api, pod, grace_s):
     """SIGTERM to the container's processes on its node, SIGKILL after the grace period; its exit
-    code (None when it had already ended)."""
+    code (its own when it had ended already; 137 when its node could not be reached)."""
     shell, _why = api.node_shell(pod["spec"].get("nodeName") or "")
     if shell is None or _pid(api, pod) is None:
-        return None
+        return 137
     ticks = max(1, int(grace_s / 0.05))
     script = "\n".join(
         [
@@ -575,7 +575,9 @@ def kill_container(api, pod, grace_s):
         if not _alive(pid):
             break
         time.sleep(0.05)
-    return code if code is not None else container_exit(api, pod)
+    if code is None:  # it had ended already, or its node could not be reached: killed, as far as we know
+        code = container_exit(api, pod)
+    return 137 if code is None else code
 
 
 # --- the Job controller ---------------------------------------------------------------------------
@@ -773,7 +775,7 @@ def reconcile(api, job):
     if failed > int(spec.get("backoffLimit", 6)):
         for pod in pods:
             if (pod.get("status") or {}).get("phase") == "Running":
-                _finish_pod(api, pod, kill_container(api, pod, 0) or 137)
+                _finish_pod(api, pod, kill_container(api, pod, 0))
         status["active"] = 0
         _set_job_condition(job, "FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         _set_job_condition(job, "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
