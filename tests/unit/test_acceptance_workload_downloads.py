@@ -65,9 +65,15 @@ def _refusal_template() -> str:
     return task["vars"]["_acceptance_shared_unseen"]
 
 
-def unseen(seen_results: list[dict]) -> list[str]:
+def unseen(seen_results: list[dict], downloaded: list[dict] | None = None, check: bool = False) -> list[str]:
     template = ENV.from_string(_refusal_template())
-    return template.render(__acceptance_shared_seen={"results": seen_results})
+    return template.render(
+        __acceptance_shared_seen={"results": seen_results},
+        __acceptance_shared_downloaded={
+            "results": [r["item"] for r in seen_results] if downloaded is None else downloaded
+        },
+        ansible_check_mode=check,
+    )
 
 
 def _seen(path: str, here: dict, there: dict) -> dict:
@@ -106,3 +112,14 @@ def test_a_file_of_the_same_size_but_another_time_is_another_file():
 
 def test_without_shared_downloads_nothing_is_refused():
     assert unseen([]) == []
+
+
+def test_a_download_missing_after_its_node_was_lost_is_refused_but_not_in_a_preview():
+    # The node that downloaded was lost (unreachable): the look ran on the next node, which found
+    # nothing, and no node was asked whether it sees the file.
+    lost = {"stat": {"exists": False}, "item": {"path": "/shared/ds.csv", "shared": "/shared"}}
+    assert unseen([], downloaded=[lost]) == [
+        "/shared/ds.csv (on /shared): not there after the download (the node that downloaded it failed or was lost)"
+    ]
+    # A preview only previews the download: nothing is there yet.
+    assert unseen([], downloaded=[lost], check=True) == []
