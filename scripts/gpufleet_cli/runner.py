@@ -28,6 +28,31 @@ HOST_STATES = ("ok", "changed", "failed", "unreachable", "skipped")
 # The environment variable that marks every process of one playbook run (ansible-playbook, its
 # workers, their connection processes), whatever process group or session they moved to.
 RUN_MARK = "GPUFLEET_RUN"
+# The per-host events of a result that changed nothing, which the run's `job_events/` directory does
+# not keep: ansible-runner writes one JSON file per event it is told to keep, and a no-op re-run has
+# about 900 of these a host (some 900,000 files a run at 1,024 nodes, twenty runs kept). Their count
+# is in the summary (the play recap), their lines in the run's stdout log. A result that changed
+# something, failed, or was unreachable is kept, and so is every play, task and handler start (what
+# `scripts/bench_lab` times the tasks by), the recap and every warning.
+_UNKEPT_EVENTS = frozenset(
+    {
+        "runner_on_start",
+        "runner_on_skipped",
+        "runner_item_on_skipped",
+    }
+)
+_UNKEPT_UNLESS_CHANGED = frozenset({"runner_on_ok", "runner_item_on_ok"})
+
+
+def keep_event(event: dict) -> bool:
+    """Whether ansible-runner should write ``event`` under the run's ``job_events/``."""
+    kind = event.get("event", "")
+    if kind in _UNKEPT_EVENTS:
+        return False
+    if kind in _UNKEPT_UNLESS_CHANGED:
+        res = (event.get("event_data") or {}).get("res") or {}
+        return bool(res.get("changed")) if isinstance(res, dict) else True
+    return True
 
 
 @dataclass
@@ -214,7 +239,7 @@ class Progress:
             self.stream.write("\r\033[K" + status[:150])
             self._status_shown = True
         self.stream.flush()
-        return True
+        return keep_event(event)
 
     def close(self) -> None:
         self._clear()

@@ -139,6 +139,35 @@ def test_live_progress_rewrites_one_status_line():
     assert "\r\033[K   [Preflight] Check (1 hosts, 1 results)" in out.getvalue()
 
 
+def test_only_events_worth_keeping_are_written():
+    """What the handler returns decides whether ansible-runner writes the event's file under job_events/."""
+    progress = Progress(EventTracker(clock=_clock()), stream=io.StringIO(), live=False)
+    kept = {
+        "play": play("Base"),
+        "task": task("Write a file"),
+        "changed": ok("gpu1", changed=True),
+        "failed": failed("gpu2", "HW_GPU_COUNT"),
+        "ignored failure": failed("gpu2", "tolerated", ignore=True),
+        "unreachable": unreachable("gpu3"),
+        "changed item": {"event": "runner_item_on_ok", "event_data": {"host": "gpu1", "res": {"changed": True}}},
+        "failed item": {"event": "runner_item_on_failed", "event_data": {"host": "gpu1", "res": {"msg": "x"}}},
+        "retry": {"event": "runner_retry", "event_data": {"host": "gpu1", "res": {"attempts": 1}}},
+        "stats": {"event": "playbook_on_stats", "event_data": {"ok": {"gpu1": 3}}},
+        "warning": {"event": "warning", "event_data": {}},
+    }
+    dropped = {
+        "ok": ok("gpu1"),
+        "start": {"event": "runner_on_start", "event_data": {"host": "gpu1"}},
+        "skipped": {"event": "runner_on_skipped", "event_data": {"host": "gpu1"}},
+        "ok item": {"event": "runner_item_on_ok", "event_data": {"host": "gpu1", "res": {"changed": False}}},
+        "skipped item": {"event": "runner_item_on_skipped", "event_data": {"host": "gpu1", "res": {}}},
+    }
+    assert {name for name, event in kept.items() if not progress(event)} == set()
+    assert {name for name, event in dropped.items() if progress(event)} == set()
+    # Dropped from the files, still counted.
+    assert progress.tracker.hosts["gpu1"]["ok"] == 1 and progress.tracker.hosts["gpu1"]["skipped"] == 1
+
+
 def test_cmdline_passes_options_through_quoted():
     opts = RunOptions(inventory="inv", check=True, diff=True, tags="slurm", extra_vars=["a=1", "b='x y'"])
     assert build_cmdline(opts) == "--check --diff --tags slurm -e a=1 -e 'b='\"'\"'x y'\"'\"''"
