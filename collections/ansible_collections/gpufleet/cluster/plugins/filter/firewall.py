@@ -13,8 +13,8 @@ description:
     e.g. Kubernetes' or a container network's, are kept). Input policy drop; management ports from the
     management sources; cluster ports from the cluster's members; everything from the rails' networks on
     the fabric interfaces; nothing forwarded out of or into the fabric; optional egress allow-list.
-  - C(interfaces_in_networks) takes gathered C(ansible_facts) and a list of CIDRs and returns the interfaces whose
-    IPv4 address lies in one of them (the fabric interfaces of a host).
+  - C(interfaces_in_networks) takes the parsed JSON of C(ip -j -4 address show) (or gathered C(ansible_facts)) and a
+    list of CIDRs and returns the interfaces with an IPv4 address in one of them (the fabric interfaces of a host).
   - C(address_in_networks) takes an address and a list of CIDRs and says whether the address lies in one
     of them (false for anything that is not an address).
   - C(firewall_violations) lists every problem of a spec at once (host, field, expected and found), in

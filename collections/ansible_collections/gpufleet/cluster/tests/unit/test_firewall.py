@@ -293,6 +293,44 @@ def test_interfaces_in_networks_finds_the_rail_interfaces_only():
     assert fw.interfaces_in_networks(None, rails) == []
 
 
+# `ip -j -4 address show` on a GPU node, in the shape iproute2 6.1 (Debian 12) prints it (links
+# without an IPv4 address are left out): eth0 on the management network, ib0 and ib1 on two rails
+# (ib1 with its rail address as a secondary) and a bridge.
+IP_J_4 = json.loads(
+    """[{"ifindex":1,"ifname":"lo","flags":["LOOPBACK","UP","LOWER_UP"],"mtu":65536,"addr_info":[
+    {"family":"inet","local":"127.0.0.1","prefixlen":8,"scope":"host","label":"lo"}]},
+ {"ifindex":2,"ifname":"eth0","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":1500,"addr_info":[
+    {"family":"inet","local":"10.250.10.11","prefixlen":24,"broadcast":"10.250.10.255","scope":"global","label":"eth0"}]},
+ {"ifindex":5,"ifname":"ib0","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":4092,"addr_info":[
+    {"family":"inet","local":"10.250.20.11","prefixlen":24,"scope":"global","label":"ib0"}]},
+ {"ifindex":6,"ifname":"ib1","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":4092,"addr_info":[
+    {"family":"inet","local":"192.168.99.1","prefixlen":24,"scope":"global","label":"ib1"},
+    {"family":"inet","local":"10.250.21.11","prefixlen":24,"scope":"global","secondary":true,"label":"ib1"}]},
+ {"ifindex":8,"ifname":"br.10","flags":["BROADCAST","MULTICAST","UP","LOWER_UP"],"mtu":1500,"addr_info":[
+    {"family":"inet","local":"10.250.21.200","prefixlen":24,"scope":"global","label":"br.10"}]}]"""
+)
+
+
+def test_interfaces_in_networks_reads_ip_json():
+    rails = ["10.250.20.0/24", "10.250.21.0/24", "10.250.22.0/24"]
+    # ib1's rail address is its second: every address counts, not only the first.
+    assert fw.interfaces_in_networks(IP_J_4, rails) == ["br.10", "ib0", "ib1"]
+    assert FILTERS["interfaces_in_networks"](IP_J_4, rails) == ["br.10", "ib0", "ib1"]
+    assert fw.interfaces_in_networks(IP_J_4, ["10.250.10.0/24"]) == ["eth0"]
+    assert fw.interfaces_in_networks([], rails) == []
+    # Entries that are not a link with addresses are skipped.
+    junk = [{}, "junk", {"ifname": "x", "addr_info": "garbage"}, {"ifname": "y", "addr_info": [{}]}]
+    assert fw.interfaces_in_networks(junk, rails) == []
+
+
+def test_interfaces_in_networks_counts_secondary_fact_addresses():
+    facts = {
+        "interfaces": ["ib1"],
+        "ib1": {"ipv4": {"address": "192.168.99.1"}, "ipv4_secondaries": [{"address": "10.250.21.11"}]},
+    }
+    assert fw.interfaces_in_networks(facts, ["10.250.21.0/24"]) == ["ib1"]
+
+
 @pytest.mark.parametrize(
     ("address", "cidrs", "expected"),
     [

@@ -188,26 +188,50 @@ def _parsed_networks(cidrs: Any) -> list:
     return nets
 
 
-def interfaces_in_networks(facts: Any, cidrs: Any) -> list[str]:
-    """The interfaces (gathered ``ansible_facts``) whose IPv4 address lies in one of ``cidrs``, sorted.
+def _interface_addresses(interfaces: Any) -> list[tuple[str, str]]:
+    """(interface, IPv4 address) pairs of ``ip -j -4 address show`` output or of gathered ``ansible_facts``.
 
-    One pass in Python: the same walk in Jinja with a network test per interface costs seconds per host.
+    ``ip`` lists every address of an interface; the facts give its primary IPv4 address and the
+    secondaries (``ipv4_secondaries``).
     """
-    if not isinstance(facts, dict) or not cidrs:
+    pairs: list[tuple[str, str]] = []
+    if isinstance(interfaces, list):
+        for link in interfaces:
+            if not isinstance(link, dict) or not link.get("ifname"):
+                continue
+            for info in link.get("addr_info") or []:
+                if isinstance(info, dict) and info.get("family") == "inet" and info.get("local"):
+                    pairs.append((str(link["ifname"]), str(info["local"])))
+        return pairs
+    if isinstance(interfaces, dict):
+        for name in interfaces.get("interfaces") or []:
+            info = interfaces.get(str(name).replace("-", "_").replace(".", "_")) or {}
+            if not isinstance(info, dict):
+                continue
+            for entry in [info.get("ipv4") or {}, *(info.get("ipv4_secondaries") or [])]:
+                if isinstance(entry, dict) and entry.get("address"):
+                    pairs.append((str(name), str(entry["address"])))
+    return pairs
+
+
+def interfaces_in_networks(interfaces: Any, cidrs: Any) -> list[str]:
+    """The interfaces with an IPv4 address in one of ``cidrs``, sorted, each once.
+
+    ``interfaces`` is the parsed JSON of ``ip -j -4 address show`` (a list of links), or gathered
+    ``ansible_facts`` (a dict). One pass in Python: the same walk in Jinja with a network test per
+    interface costs seconds per host.
+    """
+    if not cidrs:
         return []
     nets = _parsed_networks(cidrs)
-    found = []
-    for name in facts.get("interfaces") or []:
-        info = facts.get(str(name).replace("-", "_").replace(".", "_")) or {}
-        address = (info.get("ipv4") or {}).get("address") if isinstance(info, dict) else None
-        if not address:
-            continue
+    found = set()
+    for name, address in _interface_addresses(interfaces):
         try:
             ip = ipaddress.ip_address(address)
         except ValueError:
             continue
         if any(ip.version == n.version and ip in n for n in nets):
-            found.append(str(name))
+            found.add(name)
     return sorted(found)
 
 
