@@ -212,6 +212,30 @@ def test_dcgm_exporter_role_matches_the_matrix(os, arch, exporter):
     assert r["dcgm_exporter_port"] == vm.value("dcgm-exporter", "port", os, arch)
 
 
+@pytest.mark.parametrize(("os", "arch"), OS_ARCH)
+@pytest.mark.parametrize("cuda", KNOWN["cuda"])
+def test_dcgm_exporter_pairs_with_the_dcgm_role_release(os, arch, cuda):
+    """The exporter NVIDIA builds for the DCGM release the dcgm role installs for this CUDA."""
+    dcgm = role_vars("dcgm", facts(os, arch), brief(cuda=cuda))["dcgm_version"]
+    r = role_vars("dcgm_exporter", facts(os, arch), brief(cuda=cuda))
+    assert r["dcgm_exporter_dcgm_version"].strip() == dcgm
+    assert r["dcgm_exporter_version"] == vm.value("dcgm-exporter", "default_version", os, arch)[dcgm]
+    assert r["dcgm_exporter_version"] in KNOWN["dcgm-exporter"]
+
+
+def test_dcgm_exporter_follows_an_inventory_dcgm_release_and_refuses_to_guess():
+    os, arch = OS_ARCH[0]
+    # The inventory's dcgm_version (visible to both roles) wins over the CUDA rule.
+    r = role_vars("dcgm_exporter", facts(os, arch), brief(cuda="12.8"), {"dcgm_version": "4.4.0"})
+    assert r["dcgm_exporter_version"] == "4.5.0"
+    # A DCGM release without a known pair leaves the exporter empty, which the role's check refuses.
+    r = role_vars("dcgm_exporter", facts(os, arch), brief(cuda="12.8"), {"dcgm_version": "4.3.1"})
+    assert r["dcgm_exporter_version"] == ""
+    # An exporter release set by hand is kept.
+    r = role_vars("dcgm_exporter", facts(os, arch), brief(cuda="13.0"), {"dcgm_exporter_version": "4.1.3"})
+    assert r["dcgm_exporter_version"] == "4.1.3"
+
+
 @pytest.mark.parametrize("family", sorted(set(vm.OS_FAMILY.values())))
 def test_dcgm_exporter_installs_and_locks_the_pinned_package_on_every_os_family(family):
     """Each OS family of the matrix has an install path that installs the pinned spec and holds it."""

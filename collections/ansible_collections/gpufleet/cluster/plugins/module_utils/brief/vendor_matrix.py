@@ -28,10 +28,11 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.compat import parse_version
 
 # The dates sources were read: CHECKED for the matrix's first reading (every row's default),
-# CHECKED_AGAIN for rows added or re-read later (their Source says checked=CHECKED_AGAIN).
+# CHECKED_AGAIN and CHECKED_PAIRS for rows added or re-read later (their Source says which).
 CHECKED = "2026-12-02"
 CHECKED_AGAIN = "2026-12-03"
-CHECK_DATES: tuple[str, ...] = (CHECKED, CHECKED_AGAIN)
+CHECKED_PAIRS = "2026-12-04"
+CHECK_DATES: tuple[str, ...] = (CHECKED, CHECKED_AGAIN, CHECKED_PAIRS)
 
 OSES: tuple[str, ...] = ("debian12", "debian13", "ubuntu2204", "ubuntu2404", "rhel9")
 ARCHES: tuple[str, ...] = ("x86_64", "aarch64")
@@ -77,7 +78,7 @@ KNOWN_VERSIONS: dict[str, tuple[str, ...]] = {
     "container-toolkit": ("1.17.5", "1.17.8", "1.18.0"),
     "doca-ofed": ("2.9.1", "2.10.0", "3.1.0", "3.2.0"),
     "gpu-operator": ("24.9.2", "25.3.0", "25.3.4"),
-    "dcgm-exporter": ("4.1.3", "4.4.0"),
+    "dcgm-exporter": ("4.1.3", "4.5.0"),
 }
 
 
@@ -714,6 +715,20 @@ ROWS: tuple[Row, ...] = (
             ".rpm (tested on UBI 8/9), installed from NVIDIA's CUDA repository",
             checked=CHECKED_AGAIN,
         ),
+    ),
+    Row(
+        "dcgm-exporter",
+        "default_version",
+        {"4.2.3": "4.1.3", "4.4.0": "4.5.0"},
+        Source(
+            _DCGM_EXP,
+            note="DCGM-Exporter 4.4.0-4.5.0 is built for DCGM 4.4 and CUDA 13; 4.2.3-4.1.3 is the pair NVIDIA's GPU "
+            "Operator moved to for DCGM 4.2.3 (https://github.com/NVIDIA/gpu-operator/pull/1475); the release tag "
+            "is <dcgm>-<exporter>. The 4.5.0 package's version string (4.5.0-1 by the rule below) was not read "
+            "from NVIDIA's repository",
+            checked=CHECKED_PAIRS,
+        ),
+        doc="exporter release NVIDIA pairs with each DCGM release",
     ),
     Row(
         "dcgm-exporter",
