@@ -29,9 +29,9 @@ HOST_STATES = ("ok", "changed", "failed", "unreachable", "skipped")
 # workers, their connection processes), whatever process group or session they moved to.
 RUN_MARK = "GPUFLEET_RUN"
 # The per-host events of a result that changed nothing, which the run's `job_events/` directory does
-# not keep: ansible-runner writes one JSON file per event it is told to keep, and a no-op re-run has
-# about 900 of these a host (some 900,000 files a run at 1,024 nodes, twenty runs kept). Their count
-# is in the summary (the play recap), their lines in the run's stdout log. A result that changed
+# not keep: ansible-runner writes one JSON file per event it is told to keep, and a run has one or
+# two such events per task and host, hundreds of thousands of files on a large site. Their count is
+# in the summary (the play recap), their lines in the run's stdout log. A result that changed
 # something, failed, or was unreachable is kept, and so is every play, task and handler start (what
 # `scripts/bench_lab` times the tasks by), the recap and every warning.
 _UNKEPT_EVENTS = frozenset(

@@ -2,9 +2,9 @@
 
 A dynamic include's own tags select the include task, not the tasks it includes: those carry the
 tags of the blocks around the include, of `apply`, and their own. An include tagged `t` whose file
-has no task that `t` (or `always`) selects runs nothing under `--tags t`, silently: the acceptance's
-drain was such an include, and `--tags acceptance_single` measured the nodes and drained none.
-This reads every role's tasks files and every playbook and names each such include and tag.
+has no task that `t` (or `always`) selects runs nothing under `--tags t`, silently (an acceptance
+run with `--tags acceptance_single` that measures the nodes and drains none of the bad ones). This
+reads every role's tasks files and every playbook and names each such include and tag.
 """
 
 from __future__ import annotations
