@@ -106,54 +106,12 @@ checksum:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
-
-# How much of a file the diff looks at to decide whether it is binary (ansible.builtin.file's peek).
-_PEEK_BYTES = 8192
-
-
-def current_checksum(module: AnsibleModule, dest: str) -> str | None:
-    """The SHA-1 of dest's text, or None where dest is not a readable regular file (absent, a link, a directory)."""
-    b_dest = to_bytes(dest, errors="surrogate_or_strict")
-    if os.path.islink(b_dest) or not os.path.isfile(b_dest) or not os.access(b_dest, os.R_OK):
-        return None
-    return module.sha1(dest)
-
-
-def before_diff(dest: str, size_limit: int) -> dict:
-    """The diff's "before" side as ansible.builtin.copy shows it: the text, or why it is left out."""
-    b_dest = to_bytes(dest, errors="surrogate_or_strict")
-    if os.path.islink(b_dest) or not os.path.isfile(b_dest):
-        return {"before": ""}
-    size = os.path.getsize(b_dest)
-    if size_limit > 0 and size > size_limit:
-        return {"dst_larger": size_limit}
-    with open(b_dest, "rb") as f:
-        data = f.read()
-    if b"\x00" in data[:_PEEK_BYTES]:
-        return {"dst_binary": 1}
-    return {"before_header": dest, "before": to_text(data)}
-
-
-def write(module: AnsibleModule, source: str, dest: str) -> None:
-    """Check source with the validate command, then move it over dest atomically (as ansible.builtin.copy does)."""
-    p = module.params
-    b_dest = to_bytes(dest, errors="surrogate_or_strict")
-    dest_dir = os.path.dirname(b_dest) or b"."
-    if not os.path.isdir(dest_dir):
-        module.fail_json(msg=f"Destination directory {to_native(dest_dir)} does not exist: create it before {dest}")
-    if p["validate"]:
-        if "%s" not in p["validate"]:
-            module.fail_json(msg=f"validate must contain %s (the file to check): {p['validate']}")
-        # The command sees the file as it will be: its mode, owner and group set first.
-        source_args = module.load_file_common_arguments(p, path=source)
-        module.set_fs_attributes_if_different(source_args, False)
-        rc, out, err = module.run_command(p["validate"] % source)
-        if rc != 0:
-            module.fail_json(msg=f"failed to validate: {dest} left as it was", exit_status=rc, stdout=out, stderr=err)
-    if os.path.islink(b_dest):
-        os.unlink(b_dest)
-    module.atomic_move(source, dest, unsafe_writes=p["unsafe_writes"], keep_dest_attrs=True)
+from ansible.module_utils.common.text.converters import to_bytes
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.file_text import (
+    before_diff,
+    current_checksum,
+    write,
+)
 
 
 def main() -> None:
@@ -189,7 +147,7 @@ def main() -> None:
             # The action plugin sends the text and calls again.
             result["content_wanted"] = True
             module.exit_json(**result)
-        write(module, p["_source"], dest)
+        write(module, p["_source"], dest, p["validate"], p, p["unsafe_writes"])
         result["changed"] = True
     diff = {"before": {"path": dest}, "after": {"path": dest}}
     file_args = module.load_file_common_arguments(p, path=dest)

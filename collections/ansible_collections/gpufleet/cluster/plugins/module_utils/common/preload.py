@@ -44,7 +44,7 @@ def preload_jinja_plugins(packages: tuple[str, ...] = PRELOAD_PACKAGES) -> list[
 
 # What every worker imports for itself otherwise: the decoder of a module's JSON result, and the
 # action plugins behind most tasks (a task that names no action plugin of its own runs "normal"; the
-# roles write their files with gpufleet.cluster.file_content).
+# roles write their files with gpufleet.cluster.file_content and gpufleet.cluster.files).
 WORKER_MODULES = (
     "ansible.module_utils._internal._json._profiles._module_legacy_m2c",
     # imported by name as well (Mitogen's action wrapper, the template action's copy)
@@ -59,6 +59,7 @@ WORKER_ACTIONS = (
     "ansible.builtin.template",
     "ansible.builtin.unarchive",
     "gpufleet.cluster.file_content",
+    "gpufleet.cluster.files",
 )
 
 

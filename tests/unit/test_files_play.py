@@ -1,0 +1,157 @@
+"""gpufleet.cluster.files creates what ansible.builtin.file (state=directory), template and copy create, and
+reports the same changes, diffs and handlers, on a first run, a re-run, a preview (--check --diff), a text or a
+mode changed behind Ansible's back, and a loop whose item the templates read.
+
+ansible-playbook runs one play on a local host: the builtins write one tree, one files task per loop item the
+other, and the JSON callback's results are compared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lab_playbook import VENV_BIN, ansible_env
+
+pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
+
+TEMPLATE = """{{ ansible_managed | comment }}
+{{ item }} says {{ greeting }}
+"""
+
+PLAY = """
+- name: Builtins and files side by side
+  hosts: h1
+  gather_facts: false
+  vars:
+    greeting: hello
+  tasks:
+    - name: Builtin directory
+      ansible.builtin.file: {path: "{{ d }}/builtin/{{ item }}/conf", state: directory, mode: "0750"}
+      loop: [one, two]
+    - name: Builtin template
+      ansible.builtin.template: {src: app.conf.j2, dest: "{{ d }}/builtin/{{ item }}/conf/app.conf", mode: "0644"}
+      loop: [one, two]
+    - name: Builtin copy
+      ansible.builtin.copy:
+        content: "greeting={{ greeting }}\\n"
+        dest: "{{ d }}/builtin/{{ item }}/conf/plain.conf"
+        mode: "0640"
+        validate: grep -q greeting= %s
+      loop: [one, two]
+    - name: Files
+      gpufleet.cluster.files:
+        directories:
+          - {path: "{{ d }}/ours/{{ item }}/conf", mode: "0750"}
+        files:
+          - {src: app.conf.j2, dest: "{{ d }}/ours/{{ item }}/conf/app.conf"}
+          - dest: "{{ d }}/ours/{{ item }}/conf/plain.conf"
+            content: "greeting={{ greeting }}\\n"
+            mode: "0640"
+            validate: grep -q greeting= %s
+          # Written only with -e extra=...; its template reads that variable, so it is never rendered without it.
+          - src: extra.j2
+            dest: "{{ d }}/ours/{{ item }}/conf/extra.conf"
+            state: "{{ 'present' if extra is defined else 'absent' }}"
+        mode: "0644"
+      loop: [one, two]
+      notify: Files changed
+    - name: Secret
+      gpufleet.cluster.files:
+        files: [{content: "password={{ greeting }}\\n", dest: "{{ d }}/ours/secret", mode: "0600"}]
+      no_log: true
+  handlers:
+    - name: Files changed
+      ansible.builtin.debug: {msg: files}
+"""
+
+
+@pytest.fixture
+def play(tmp_path):
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "app.conf.j2").write_text(TEMPLATE)
+    (tmp_path / "templates" / "extra.j2").write_text("{{ extra }}\n")
+    (tmp_path / "play.yml").write_text(PLAY)
+    (tmp_path / "hosts").write_text(f"h1 ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    for side in ("builtin", "ours"):
+        (tmp_path / "out" / side).mkdir(parents=True)
+    return tmp_path
+
+
+def run(play: Path, *args: str) -> dict[str, dict]:
+    """Each task's (and handler's) result on h1, by task name."""
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts", "play.yml", "-e", f"d={play / 'out'}", *args]
+    proc = subprocess.run(argv, cwd=play, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    return {t["task"]["name"]: t["hosts"]["h1"] for p in out["plays"] for t in p["tasks"]}
+
+
+def tree(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every path under root with its mode and, for a file, its bytes."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        text = None if path.is_dir() else path.read_bytes()
+        out[str(path.relative_to(root))] = (stat.S_IMODE(os.stat(path).st_mode), text)
+    return out
+
+
+def item_diffs(result: dict) -> list[dict]:
+    return [d for r in result["results"] for d in (r.get("diff") or [])]
+
+
+def test_the_first_run_makes_the_builtins_tree_and_notifies(play):
+    results = run(play)
+    out = play / "out"
+    assert tree(out / "ours") == {**tree(out / "builtin"), "secret": (0o600, b"password=hello\n")}
+    assert b"two says hello" in (out / "ours" / "two" / "conf" / "app.conf").read_bytes()
+    assert all(r["changed"] for r in results["Files"]["results"])
+    assert "Files changed" in results
+
+
+def test_a_re_run_changes_nothing_and_notifies_nothing(play):
+    run(play)
+    results = run(play)
+    assert not any(r.get("changed") for r in results.values()), results
+    assert "Files changed" not in results
+
+
+def test_a_preview_shows_the_builtins_text_diffs_and_writes_nothing(play):
+    run(play)
+    before = tree(play / "out" / "ours")
+    results = run(play, "--check", "--diff", "-e", "greeting=goodbye")
+    ours = [(d["before"], d["after"]) for d in item_diffs(results["Files"])]
+    builtin = [(d["before"], d["after"]) for t in ("Builtin template", "Builtin copy") for d in item_diffs(results[t])]
+    assert sorted(ours) == sorted(builtin) and len(ours) == 4
+    assert tree(play / "out" / "ours") == before
+    secret = results["Secret"]
+    assert secret["changed"] is True and "censored" in secret
+    assert "goodbye" not in json.dumps(secret)
+
+
+def test_a_text_and_a_mode_changed_behind_ansibles_back_are_restored_and_notify(play):
+    run(play)
+    out = play / "out"
+    (out / "ours" / "one" / "conf" / "app.conf").write_text("edited\n")
+    (out / "ours" / "two" / "conf").chmod(0o755)
+    results = run(play)
+    assert [r["changed"] for r in results["Files"]["results"]] == [True, True]
+    assert "Files changed" in results
+    assert tree(out / "ours")["one/conf/app.conf"] == tree(out / "builtin")["one/conf/app.conf"]
+    assert tree(out / "ours")["two/conf"][0] == 0o750
+
+
+def test_an_absent_item_is_removed_when_its_condition_turns_and_is_never_rendered(play):
+    run(play)
+    extra = play / "out" / "ours" / "one" / "conf" / "extra.conf"
+    results = run(play, "-e", "extra=more")
+    assert extra.read_text() == "more\n" and "Files changed" in results
+    results = run(play)
+    assert not extra.exists() and "Files changed" in results
+    assert not any(r.get("changed") for r in run(play).values())
