@@ -3,8 +3,10 @@ to no host (preflight, the brief role): the lab need not be up."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,3 +54,23 @@ def run_lab_playbook(playbook: Path, *args: str, cwd: Path) -> subprocess.Comple
     env = ansible_env(GPUFLEET_BRIEF=str(ROOT / "inventories/lab/brief.yml"))
     argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(ROOT / "inventories/lab"), *args, str(playbook)]
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=180, check=False)
+
+
+def write_local_play(play_dir: Path, play: str, templates: dict[str, str]) -> None:
+    """A play (play.yml) on one local host h1 run by the venv's Python, with these templates."""
+    (play_dir / "templates").mkdir()
+    for name, text in templates.items():
+        (play_dir / "templates" / name).write_text(text)
+    (play_dir / "play.yml").write_text(play)
+    (play_dir / "hosts").write_text(f"h1 ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+
+
+def run_local_play(play_dir: Path, *args: str) -> dict[str, dict]:
+    """Run play_dir's play.yml (write_local_play) with ARGS and ``d`` set to play_dir/out; each task's (and
+    handler's) result on h1, by task name, from the JSON callback. Fails the test when the run fails."""
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts", "play.yml", "-e", f"d={play_dir / 'out'}", *args]
+    proc = subprocess.run(argv, cwd=play_dir, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    return {t["task"]["name"]: t["hosts"]["h1"] for p in out["plays"] for t in p["tasks"]}

@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from lab_playbook import VENV_BIN, ansible_env
+from lab_playbook import VENV_BIN, run_local_play, write_local_play
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -73,24 +71,13 @@ PLAY = """
 
 @pytest.fixture
 def play(tmp_path):
-    (tmp_path / "templates").mkdir()
-    (tmp_path / "templates" / "app.conf.j2").write_text(TEMPLATE)
-    (tmp_path / "templates" / "extra.j2").write_text("{{ extra }}\n")
-    (tmp_path / "play.yml").write_text(PLAY)
-    (tmp_path / "hosts").write_text(f"h1 ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    write_local_play(tmp_path, PLAY, {"app.conf.j2": TEMPLATE, "extra.j2": "{{ extra }}\n"})
     for side in ("builtin", "ours"):
         (tmp_path / "out" / side).mkdir(parents=True)
     return tmp_path
 
 
-def run(play: Path, *args: str) -> dict[str, dict]:
-    """Each task's (and handler's) result on h1, by task name."""
-    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
-    argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts", "play.yml", "-e", f"d={play / 'out'}", *args]
-    proc = subprocess.run(argv, cwd=play, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    out = json.loads(proc.stdout)
-    return {t["task"]["name"]: t["hosts"]["h1"] for p in out["plays"] for t in p["tasks"]}
+run = run_local_play
 
 
 def tree(root: Path) -> dict[str, tuple[int, bytes | None]]:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
+import stat
 from unittest.mock import patch
 
 from ansible.module_utils import basic
@@ -43,3 +46,27 @@ def run_main(main, args: dict) -> dict:
     with module_args(args), pytest.raises(ExitJson) as exc:
         main()
     return exc.value.args[0]
+
+
+def run_module(main, args: dict, check: bool = False, diff: bool = False) -> dict:
+    """run_main with Ansible's check mode and diff mode flags set as asked."""
+    return run_main(main, {**args, "_ansible_check_mode": check, "_ansible_diff": diff})
+
+
+def failure_of(main, args: dict) -> str:
+    """The message a module's main() fails with on these arguments."""
+    import pytest
+
+    with module_args(args), pytest.raises(FailJson) as exc:
+        main()
+    return exc.value.args[0]["msg"]
+
+
+def sha1_text(text: str) -> str:
+    """The SHA-1 of a text's UTF-8 bytes (what the file-writing modules compare)."""
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def mode_of(path) -> str:
+    """A path's permission bits as four octal digits ("0644")."""
+    return f"0{stat.S_IMODE(os.stat(path).st_mode):03o}"

@@ -3,35 +3,25 @@ differs is written only from the file the action plugin puts on the host, after 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 
 import pytest
 from ansible_collections.gpufleet.cluster.plugins.modules import file_content as fc
-from module_helpers import FailJson, module_args, run_main
+from module_helpers import failure_of, mode_of, run_module, sha1_text
 
 OLD = "alpha\n"
 NEW = "beta\n"
 
 
-def sha1(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()
-
-
-def mode_of(path) -> str:
-    return f"0{stat.S_IMODE(os.stat(path).st_mode):03o}"
+sha1 = sha1_text
 
 
 def run(args: dict, check: bool = False, diff: bool = False) -> dict:
-    return run_main(fc.main, {**args, "_ansible_check_mode": check, "_ansible_diff": diff})
+    return run_module(fc.main, args, check=check, diff=diff)
 
 
 def failure(args: dict) -> str:
-    """The message the module fails with on these arguments."""
-    with module_args(args), pytest.raises(FailJson) as exc:
-        fc.main()
-    return exc.value.args[0]["msg"]
+    return failure_of(fc.main, args)
 
 
 @pytest.fixture
