@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 try:
     from ansible.release import __version__ as ANSIBLE_CORE_VERSION
@@ -30,3 +32,19 @@ class CliError(Exception):
 
 def version_string() -> str:
     return f"gpufleet {VERSION} (ansible-core {ANSIBLE_CORE_VERSION})"
+
+
+# What the benchmarks that need the lab print, and exit 0 after, when it is not up.
+LAB_NOT_UP = "lab not up: run scripts/gpufleet lab up"
+
+
+def lab_up() -> bool:
+    """Whether `scripts/gpufleet lab status` says every lab host is up (False where it cannot say)."""
+    gpufleet = os.path.join(ROOT, "scripts", "gpufleet")
+    try:
+        proc = subprocess.run(
+            [sys.executable, gpufleet, "lab", "status"], capture_output=True, text=True, check=False, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
