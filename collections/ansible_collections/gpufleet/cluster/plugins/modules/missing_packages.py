@@ -17,12 +17,21 @@ description:
     parsed on RHEL (the whole string must be an installed package's name or name-version-release).
   - Never changes anything; safe in check mode. A virtual or unknown name counts as missing (the package
     task then decides), so the answer errs on the side of installing.
+  - Its action plugin answers in the controller, without a call to the host, when the collection's strategy
+    hands it the host's package list read earlier in the same run (O(snapshot)), with the same result.
 options:
   names:
     description: Package names, optionally with C(=version) (Debian).
     type: list
     elements: str
     required: true
+  snapshot:
+    description:
+      - Also return every installed package (RV(snapshot)), read in the same query. The collection's
+        strategies ask for it on a host's first package question of a run and answer the next ones in the
+        controller from it until a task reports a change on that host; a playbook has no need to set it.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpufleet.cluster.attributes
@@ -54,79 +63,63 @@ manager:
   description: C(dpkg), C(rpm), or C(none) (no known package database; every name is reported missing).
   type: str
   returned: always
+snapshot:
+  description: Every installed package, as C(manager) and C(installed) (name -> version).
+  type: dict
+  returned: when O(snapshot) is true and the package database was read
 """
 
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.packages import (
+    missing_of,
+    parse_dpkg,
+    parse_rpm,
+    split_spec,
+    wanted,
+)
 
+__all__ = ["main", "missing_of", "parse_dpkg", "parse_rpm", "split_spec"]
 
-def split_spec(spec: str) -> tuple[str, str | None]:
-    """``nvidia-smi=570.133.20-1`` -> (``nvidia-smi``, ``570.133.20-1``); a bare name has no version."""
-    name, sep, version = spec.partition("=")
-    return name.strip(), (version.strip() if sep else None)
-
-
-def parse_dpkg(text: str) -> dict[str, str]:
-    """``dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'`` -> installed name -> version.
-
-    Only fully installed packages count (status ``ii``/``hi``: wanted install or hold, installed); a package
-    that is half-configured or only has its configuration files left is missing.
-    """
-    installed: dict[str, str] = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) < 3:
-            continue
-        name, version, status = parts[0].split(":")[0], parts[1], parts[2].strip()
-        if len(status) >= 2 and status[1] == "i" and status[0] in "ih":
-            installed[name] = version
-    return installed
-
-
-def missing_of(specs: list[str], installed: dict[str, str]) -> list[str]:
-    """The specs not satisfied by ``installed`` (exact version, or a prefix with a trailing ``*``)."""
-    out = []
-    for spec in specs:
-        name, version = split_spec(spec)
-        have = installed.get(name)
-        if have is None:
-            out.append(spec)
-        elif version is not None:
-            ok = have.startswith(version[:-1]) if version.endswith("*") else have == version
-            if not ok:
-                out.append(spec)
-    return out
+DPKG = ["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"]
+RPM_FORMAT = "%{NAME}\\t%{VERSION}-%{RELEASE}\\n"
 
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={"names": {"type": "list", "elements": "str", "required": True}},
+        argument_spec={
+            "names": {"type": "list", "elements": "str", "required": True},
+            "snapshot": {"type": "bool", "default": False},
+        },
         supports_check_mode=True,
     )
-    specs = [s for s in module.params["names"] if s and s.strip()]
-    if not specs:
-        module.exit_json(changed=False, missing=[], installed={}, manager="none")
+    specs = wanted(module.params["names"])
+    every = module.params["snapshot"]
     names = sorted({split_spec(s)[0] for s in specs})
+    if not specs and not every:
+        module.exit_json(changed=False, missing=[], installed={}, manager="none")
+    env = {"LC_ALL": "C"}
     if shutil.which("dpkg-query"):
         # dpkg-query exits 1 when a name is unknown, and still prints the known ones.
-        _rc, out, _err = module.run_command(
-            ["dpkg-query", "-W", "-f=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n", *names],
-            environ_update={"LC_ALL": "C"},
-        )
-        installed = parse_dpkg(out)
-        module.exit_json(changed=False, missing=missing_of(specs, installed), installed=installed, manager="dpkg")
-    if shutil.which("rpm"):
-        _rc, out, _err = module.run_command(
-            ["rpm", "-q", "--qf", "%{NAME}\\t%{VERSION}-%{RELEASE}\\n", *names], environ_update={"LC_ALL": "C"}
-        )
-        installed = {}
-        for line in out.splitlines():
-            name, sep, version = line.partition("\t")
-            if sep:
-                installed[name] = version
-        module.exit_json(changed=False, missing=missing_of(specs, installed), installed=installed, manager="rpm")
-    module.exit_json(changed=False, missing=specs, installed={}, manager="none")
+        rc, out, _err = module.run_command([*DPKG, *([] if every else names)], environ_update=env)
+        manager, installed = "dpkg", parse_dpkg(out)
+    elif shutil.which("rpm"):
+        query = ["rpm", "-qa", "--qf", RPM_FORMAT] if every else ["rpm", "-q", "--qf", RPM_FORMAT, *names]
+        rc, out, _err = module.run_command(query, environ_update=env)
+        manager, installed = "rpm", parse_rpm(out)
+    else:
+        module.exit_json(changed=False, missing=specs, installed={}, manager="none")
+    result = {
+        "changed": False,
+        "missing": missing_of(specs, installed),
+        "installed": {name: installed[name] for name in names if name in installed},
+        "manager": manager,
+    }
+    # A listing of every package exits 0; anything else is no list to answer later questions from.
+    if every and rc == 0:
+        result["snapshot"] = {"manager": manager, "installed": installed}
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

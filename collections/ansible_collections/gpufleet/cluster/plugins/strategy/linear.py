@@ -2,7 +2,9 @@
 # the controller before the workers fork (module_utils/common/preload.py): every worker that templates a
 # gpufleet filter otherwise imports all of them again, ~1 s per task on three hosts. A task whose `when`
 # is false is skipped in the controller, and a task whose action never touches its host (set_fact,
-# assert, ...) runs there, without a worker (module_utils/common/controller_skip.py).
+# assert, ...) runs there, without a worker (module_utils/common/controller_skip.py), as does a loop whose
+# items never reach the host; a role's package question is answered there from the host's package list
+# (module_utils/common/host_packages.py).
 # ansible.cfg's strategy: every gpufleet run uses it unless ANSIBLE_STRATEGY asks for
 # gpufleet.cluster.mitogen_linear (the lab, the benchmarks and Molecule do; see mitogen_linear.py).
 from __future__ import annotations
@@ -19,6 +21,12 @@ description:
     C(validate_argument_spec), C(group_by), the includes) is run in the controller by Ansible's own task
     executor, without forking a worker (C(GPUFLEET_CONTROLLER_ACTIONS=0) turns only this off); when one
     host's run of it takes over 10 ms (C(GPUFLEET_CONTROLLER_HEAVY_MS)), its other hosts go to workers.
+  - A loop whose items are all skipped, or that has none, is run in the controller the same way; when an item
+    would run on the host, that attempt is dropped and the task goes to a worker there and on its next hosts.
+  - C(gpufleet.cluster.missing_packages) is answered in the controller from the host's package list, read
+    with the host's first package question of the run and kept until a task reports a change, failure or
+    loss of that host (or a delegated task one of any host).
+  - C(GPUFLEET_CONTROLLER_ACTIONS=0) turns these two off as well.
 author: gpufleet
 """
 

@@ -8,7 +8,9 @@
 # diffs are linear's.
 # Like gpufleet.cluster.linear, it imports the collection's filters in the controller before the
 # workers fork (module_utils/common/preload.py), skips a task whose `when` is false without a worker
-# (module_utils/common/controller_skip.py), and lists the installed collections once there (Mitogen's
+# (module_utils/common/controller_skip.py), runs there the tasks and loops that never reach the host,
+# answers package questions from each host's package list (module_utils/common/host_packages.py),
+# and lists the installed collections once there (Mitogen's
 # planner walks them all in every task's worker otherwise).
 # The strategy is not a variable (-e cannot set it): ANSIBLE_STRATEGY selects it for one command.
 # Mitogen's own debug log (which holds no_log arguments: secrets) only with GPUFLEET_MITOGEN_DEBUG=1,
@@ -33,6 +35,12 @@ description:
     C(validate_argument_spec), C(group_by), the includes) is run in the controller by Ansible's own task
     executor, without forking a worker (C(GPUFLEET_CONTROLLER_ACTIONS=0) turns only this off); when one
     host's run of it takes over 10 ms (C(GPUFLEET_CONTROLLER_HEAVY_MS)), its other hosts go to workers.
+  - A loop whose items are all skipped, or that has none, is run in the controller the same way; when an item
+    would run on the host, that attempt is dropped and the task goes to a worker there and on its next hosts.
+  - C(gpufleet.cluster.missing_packages) is answered in the controller from the host's package list, read
+    with the host's first package question of the run and kept until a task reports a change, failure or
+    loss of that host (or a delegated task one of any host).
+  - C(GPUFLEET_CONTROLLER_ACTIONS=0) turns these two off as well.
 author: gpufleet
 """
 

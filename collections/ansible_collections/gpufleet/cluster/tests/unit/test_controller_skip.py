@@ -74,6 +74,22 @@ def test_the_controllers_own_actions_run_in_it():
     assert controller_skip.runs_in_controller(action(loop_control=SimpleNamespace(pause=0)))
 
 
+def test_a_roles_argument_validation_runs_in_it_though_ansible_leaves_it_unresolved():
+    validation = action(action="ansible.builtin.validate_argument_spec", _resolved_action=None)
+    assert controller_skip.runs_in_controller(validation)
+    # a short name nothing resolved may be a playbook's own plugin
+    assert not controller_skip.runs_in_controller(action(action="validate_argument_spec", _resolved_action=None))
+
+
+def test_package_questions_are_answered_there_unless_delegated_or_blocking():
+    question = {"action": "gpufleet.cluster.missing_packages", "_resolved_action": "gpufleet.cluster.missing_packages"}
+    assert controller_skip.answers_from_packages(action(**question, delegate_to=None))
+    assert not controller_skip.runs_in_controller(action(**question))  # not without the host's list
+    for fields in ({"delegate_to": "h2"}, {"retries": 3}, {"until": ["x"]}, {"async_val": 10}):
+        assert not controller_skip.answers_from_packages(action(**question, **({"delegate_to": None} | fields)))
+    assert not controller_skip.answers_from_packages(action(delegate_to=None))
+
+
 def test_what_could_block_the_controller_or_touch_a_host_goes_to_a_worker():
     for fields in (
         {"action": "ansible.builtin.command", "_resolved_action": "ansible.builtin.command"},

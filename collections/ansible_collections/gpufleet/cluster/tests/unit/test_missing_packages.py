@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import packages
 from ansible_collections.gpufleet.cluster.plugins.modules import missing_packages as mp
 
 DPKG = (
@@ -35,3 +36,19 @@ def test_versions_match_exactly_or_by_prefix():
 def test_split_spec():
     assert mp.split_spec("libnccl2=2.26.2-1+cuda12.8") == ("libnccl2", "2.26.2-1+cuda12.8")
     assert mp.split_spec("munge") == ("munge", None)
+
+
+def test_rpm_listing():
+    text = "munge\t0.5.13-1.el9\npackage nosuch is not installed\nslurm\t22.05.9-1.el9\n"
+    assert mp.parse_rpm(text) == {"munge": "0.5.13-1.el9", "slurm": "22.05.9-1.el9"}
+
+
+def test_an_answer_from_a_listing_is_the_modules_result():
+    installed = mp.parse_dpkg(DPKG)
+    assert packages.answer(["munge", "slurmd=22.05.8-4+deb12u3", "chrony", "munge=0.5.14*"], installed, "dpkg") == {
+        "changed": False,
+        "missing": ["chrony", "munge=0.5.14*"],
+        "installed": {"munge": "0.5.15-2", "slurmd": "22.05.8-4+deb12u3"},
+        "manager": "dpkg",
+    }
+    assert packages.wanted(["munge", "", "  ", "slurmd"]) == ["munge", "slurmd"]

@@ -26,12 +26,22 @@ and an action resolved to anything but ansible-core's own plugin (a playbook's `
 may shadow a short name). The controller is one process and the workers run on every core, so a
 task whose run here takes longer than a worker costs the controller (HEAVY_MS: its template
 does real work) sends its remaining hosts to workers.
+
+A loop whose items are all skipped (or that has none) is run here the same way, with the executor's
+connection refused: when an item would run on its host, that run is thrown away (its item results had
+not been sent) and the task goes to a worker on this host and the next ones.
+
+A role's package question (gpufleet.cluster.missing_packages) is answered here too once the host's
+package list has been read in this run and nothing on the host changed since (host_packages.py): the
+first question of a run on a host goes to a worker, which reads the whole list with it.
 """
 
 from __future__ import annotations
 
 import os
 import time
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import host_packages
 
 # GPUFLEET_CONTROLLER_SKIP=0 turns both off (every task goes to a worker, as in ansible.builtin.linear);
 # GPUFLEET_CONTROLLER_ACTIONS=0 only the controller's own actions (false conditions are still skipped here).
@@ -74,11 +84,25 @@ def actions_enabled() -> bool:
 
 def runs_in_controller(task) -> bool:
     """Whether the task's action runs wholly in the controller and nothing about it can block it there."""
-    if task.action not in INCLUDES and getattr(task, "_resolved_action", None) not in CONTROLLER_ACTIONS:
+    # A role's argument validation is written as the FQCN and left unresolved by ansible-core; an
+    # ansible.builtin name cannot be shadowed by a playbook's plugins.
+    resolved = getattr(task, "_resolved_action", None) or (task.action if task.action in CONTROLLER_ACTIONS else None)
+    if task.action not in INCLUDES and resolved not in CONTROLLER_ACTIONS:
         return False
+    return not blocks(task)
+
+
+def blocks(task) -> bool:
+    """Whether running the task could block the controller: retries or until (they sleep), a timeout (an
+    alarm signal), async, a loop that pauses."""
     if task.until or task.retries is not None or task.timeout or task.async_val:
-        return False
-    return not getattr(task.loop_control, "pause", 0)
+        return True
+    return bool(getattr(task.loop_control, "pause", 0))
+
+
+def answers_from_packages(task) -> bool:
+    """Whether the task is a package question the controller may answer from the host's package list."""
+    return host_packages.is_question(task) and not task.delegate_to and not blocks(task)
 
 
 def executed_result(host, task, task_vars, play_context, loader, final_q, variable_manager):
@@ -92,6 +116,65 @@ def executed_result(host, task, task_vars, play_context, loader, final_q, variab
             host, task, task_vars, play_context, loader, get_plugin_loader_namespace(), final_q, variable_manager
         ).run()
     return result, task.dump_attrs()
+
+
+def loops_without_host(task) -> bool:
+    """Whether the task is a loop the controller may try to run (every item skipped, or no item)."""
+    if task.loop is None and not task.loop_with:
+        return False
+    return not task.delegate_to and not blocks(task)
+
+
+class _ItemRecorder:
+    """The executor's results queue in a run that may be thrown away: the per-item callbacks are kept (their
+    results copied as they were sent) to be sent only when the run is kept; a connection asked for marks the
+    run as one that needs its host."""
+
+    def __init__(self):
+        self.needs_host = False
+        self.callbacks: list = []
+
+    def send_callback(self, method_name, task_result):
+        from ansible.executor.task_result import _RawTaskResult
+        from ansible.vars.clean import module_response_deepcopy
+
+        data = module_response_deepcopy(task_result._return_data)
+        fields = dict(task_result.task_fields)
+        self.callbacks.append((method_name, _RawTaskResult(task_result.host, task_result.task, data, fields)))
+
+    def __getattr__(self, name):
+        # Anything else the executor would send (a prompt, a result of its own) is the worker's to send.
+        self.needs_host = True
+        raise _HostNeeded(name)
+
+
+class _HostNeeded(Exception):
+    """An item of the loop would run on its host (the executor asked for its connection)."""
+
+
+def hostless_loop_result(host, task, task_vars, play_context, loader, variable_manager):
+    """Run a looped task (``task``, a copy) as the worker would, as long as no item needs the host: (its
+    result, the task's fields after it, the per-item callbacks to send), or None when an item would run
+    on the host or the loop's evaluation warned (the worker does it all again and reports it)."""
+    from ansible._internal import _display_utils, _task
+    from ansible.executor.task_executor import TaskExecutor
+    from ansible.plugins.loader import get_plugin_loader_namespace
+
+    class Executor(TaskExecutor):
+        def _get_connection(self, *args, **kwargs):
+            recorder.needs_host = True
+            raise _HostNeeded
+
+    recorder = _ItemRecorder()
+    # The executor adds the loop's variables to the ones it is given: a copy, for the worker's sake.
+    executor = Executor(
+        host, task, task_vars.copy(), play_context, loader, get_plugin_loader_namespace(), recorder, variable_manager
+    )
+    with _task.TaskContext(task), _display_utils.DeferredWarningContext(variables=task_vars) as warnings:
+        result = executor.run()
+    if recorder.needs_host or warnings.get_warnings() or warnings.get_deprecation_warnings():
+        return None
+    return result, task.dump_attrs(), recorder.callbacks
 
 
 def skipped_result(host, task, task_vars, play_context, loader):
@@ -151,7 +234,32 @@ class ControllerSkipMixin:
                 and self._run_here(host, task, task_vars, play_context)
             ):
                 return None
+            if actions_enabled() and answers_from_packages(task):
+                snapshot = host_packages.snapshot_of(host.name)
+                if snapshot is None:
+                    # The worker's query lists every package too (the result that brings it: observe).
+                    task_vars = {**task_vars, host_packages.WANT_VAR: True}
+                elif self._run_here(
+                    host, task, {**task_vars, host_packages.SNAPSHOT_VAR: snapshot}, play_context, weigh=False
+                ):
+                    # Never heavy: a worker would cost the controller a fork and the host a query.
+                    return None
+            if (
+                actions_enabled()
+                and task._uuid not in heavy
+                and loops_without_host(task)
+                and not runs_in_controller(task)
+                and self._loop_here(host, task, task_vars, play_context)
+            ):
+                return None
         return super()._queue_task(host, task, task_vars, play_context)
+
+    def _convert_wire_task_result_to_raw(self, wire_task_result):
+        """Every result the strategy receives, a worker's or the controller's: the hosts' package lists
+        are kept or dropped here, before any callback or ``register`` sees the result."""
+        raw = super()._convert_wire_task_result_to_raw(wire_task_result)
+        host_packages.observe(raw)
+        return raw
 
     def _send_skipped(self, host, task, task_vars, play_context, result) -> bool:
         """Queue the result as a worker would have (the same cache entry, callback and count)."""
@@ -166,8 +274,10 @@ class ControllerSkipMixin:
         self._pending_results += 1
         return True
 
-    def _run_here(self, host, task, task_vars, play_context) -> bool:
-        """Run the task in this process and queue its result as a worker would have."""
+    def _run_here(self, host, task, task_vars, play_context, weigh: bool = True) -> bool:
+        """Run the task in this process and queue its result as a worker would have; unless ``weigh`` is
+        false, a run that took longer than a worker costs the controller sends the task's next hosts to
+        workers."""
         try:
             from ansible.executor.task_result import _RawTaskResult
 
@@ -185,8 +295,32 @@ class ControllerSkipMixin:
             from ansible._internal._errors import _error_utils
 
             result, fields = _error_utils.result_dict_from_exception(ex), {}
-        if time.perf_counter() - started > heavy_seconds():
+        if weigh and time.perf_counter() - started > heavy_seconds():
             self._gpufleet_heavy_tasks.add(task._uuid)
+        self._final_q.send_task_result(_RawTaskResult(host=host, task=task, return_data=result, task_fields=fields))
+        self._pending_results += 1
+        return True
+
+    def _loop_here(self, host, task, task_vars, play_context) -> bool:
+        """Run a loop whose items never reach the host here, and queue its item callbacks and result as a
+        worker would have. When an item would run on the host (or the run took longer than a worker costs
+        the controller), this host and the task's next ones go to workers."""
+        started = time.perf_counter()
+        try:
+            from ansible.executor.task_result import _RawTaskResult
+
+            copy = task.copy(exclude_tasks=True)
+            done = hostless_loop_result(host, copy, task_vars, play_context, self._loader, self._variable_manager)
+        except Exception:  # the worker runs it again and reports any error
+            done = None
+        if done is None or time.perf_counter() - started > heavy_seconds():
+            self._gpufleet_heavy_tasks.add(task._uuid)
+        if done is None:
+            return False
+        result, fields, callbacks = done
+        self._started_here(host, task, task_vars, play_context)
+        for method_name, item_result in callbacks:
+            self._final_q.send_callback(method_name, item_result)
         self._final_q.send_task_result(_RawTaskResult(host=host, task=task, return_data=result, task_fields=fields))
         self._pending_results += 1
         return True
