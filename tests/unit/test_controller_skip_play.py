@@ -9,8 +9,8 @@ result read later) under ansible.builtin.linear, gpufleet.cluster.linear and
 gpufleet.cluster.mitogen_linear, with and without --check; the JSON callback's results must be the
 same. A condition that runs a command (the pipe lookup) records which process evaluated it.
 
-A second play runs the controller's own actions (set_fact, assert, fail, debug, group_by, the
-includes, a role's argument validation) every way that could tell a worker from the controller:
+A second play runs the controller's own actions (set_fact, assert, fail, debug, group_by,
+include_vars, the includes, a role's argument validation) every way that could tell a worker from the controller:
 a block templated per host (the executor templates a task's parent blocks in place, and every host
 shares them), loops, delegated facts, run_once, failures rescued or ignored, no_log, check mode,
 and a playbook's own action plugin that shadows ``debug``, which must still run in a worker; and a
@@ -172,6 +172,12 @@ ACTIONS = """
     - name: An include per item
       ansible.builtin.include_tasks: included.yml
       loop: [a, b]
+    - name: Variables from a file per host
+      ansible.builtin.include_vars:
+        file: "vars-{{ inventory_hostname }}.yml"
+    - name: Reads the file's variable
+      ansible.builtin.debug:
+        msg: "{{ from_file }}"
     - name: A role whose arguments are right
       ansible.builtin.include_role:
         name: checked
@@ -244,6 +250,7 @@ def run(tmp_path: Path, strategy: str, *args: str, **env: str) -> tuple[dict, li
         ("roles/checked/meta/argument_specs.yml", ROLE_SPECS),
         ("roles/checked/tasks/main.yml", ROLE_TASKS),
         ("action_plugins/debug.py", SHADOW_DEBUG),
+        *((f"vars-h{i}.yml", f"from_file: h{i} {'x' * i}\n") for i in (1, 2, 3)),
     ):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)

@@ -16,16 +16,16 @@ raises or warns, a play context that cannot be set up. So a task is never skippe
 worker would have run, and every error is still the worker's to report.
 
 A task that is not skipped but whose action runs wholly in the controller (``set_fact``, ``assert``,
-``fail``, ``debug``, ``validate_argument_spec``, ``group_by``, and the includes, which the worker only
-templates) is run here by Ansible's own TaskExecutor, the code the worker would run, on a copy of the
-task (the executor templates the task and its parent blocks in place, and the task is shared by every
-host). Such a task never opens a connection, so the worker would spend its whole life on its own
-fork and teardown. What could block the controller or behave differently in it goes to a worker:
-retries or ``until`` (they sleep), a ``timeout`` (an alarm signal), ``async``, a loop that pauses,
-and an action resolved to anything but ansible-core's own plugin (a playbook's ``action_plugins/``
-may shadow a short name). The controller is one process and the workers run on every core, so a
-task whose run here takes longer than a worker costs the controller (HEAVY_MS: its template
-does real work) sends its remaining hosts to workers.
+``fail``, ``debug``, ``validate_argument_spec``, ``group_by``, ``include_vars``, which reads the
+controller's files, and the includes, which the worker only templates) is run here by Ansible's own
+TaskExecutor, the code the worker would run, on a copy of the task (the executor templates the task and
+its parent blocks in place, and the task is shared by every host). Such a task never opens a connection,
+so the worker would spend its whole life on its own fork and teardown. What could block the controller
+or behave differently in it goes to a worker: retries or ``until`` (they sleep), a ``timeout`` (an alarm
+signal), ``async``, a loop that pauses, and an action resolved to anything but ansible-core's own plugin
+(a playbook's ``action_plugins/`` may shadow a short name). The controller is one process and the
+workers run on every core, so a task whose run here takes longer than a worker costs the controller
+(HEAVY_MS: its template does real work) sends its remaining hosts to workers.
 
 A loop whose items are all skipped (or that has none) is run here the same way, with the executor's
 connection refused: when an item would run on its host, that run is thrown away (its item results had
@@ -65,7 +65,8 @@ def heavy_seconds() -> float:
 # ansible-core's action plugins that never use the task's connection. The includes have no plugin: the
 # executor returns their templated arguments before it loads one.
 CONTROLLER_ACTIONS = frozenset(
-    f"ansible.builtin.{name}" for name in ("set_fact", "assert", "fail", "debug", "validate_argument_spec", "group_by")
+    f"ansible.builtin.{name}"
+    for name in ("set_fact", "assert", "fail", "debug", "validate_argument_spec", "group_by", "include_vars")
 )
 INCLUDES = frozenset(
     f"{prefix}{name}"
