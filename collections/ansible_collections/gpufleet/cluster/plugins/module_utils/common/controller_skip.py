@@ -29,7 +29,8 @@ workers run on every core, so a task whose run here takes longer than a worker c
 
 A loop whose items are all skipped (or that has none) is run here the same way, with the executor's
 connection refused: when an item would run on its host, that run is thrown away (its item results had
-not been sent) and the task goes to a worker on this host and the next ones.
+not been sent) and the task goes to a worker on this host and the next ones. The worker then evaluates
+the loop's expression (and any lookup in it) a second time, as it does a condition found true here.
 
 A role's package question (gpufleet.cluster.missing_packages) is answered here too once the host's
 package list has been read in this run and nothing on the host changed since (host_packages.py): the
