@@ -96,7 +96,8 @@ def _plugin_files():
     import glob
 
     base = os.path.join(ROOT, "collections", "ansible_collections", "gpufleet", "cluster", "plugins")
-    return sorted(glob.glob(os.path.join(base, "filter", "*.py")) + glob.glob(os.path.join(base, "modules", "*.py")))
+    kinds = ("filter", "modules", "strategy", "cache")
+    return sorted(path for kind in kinds for path in glob.glob(os.path.join(base, kind, "*.py")))
 
 
 def test_every_plugin_documents_itself_in_valid_yaml():

@@ -29,19 +29,9 @@ short_description: Ansible's linear strategy over Mitogen's connection (plain li
 description:
   - Runs plays exactly as C(ansible.builtin.linear), with Mitogen's persistent per-host interpreter when the
     C(mitogen) package is importable; falls back to C(ansible.builtin.linear) with a warning when it is not.
-  - A task whose C(when) is false for a host is skipped in the controller with the result the worker would
-    send, without forking a worker (C(GPUFLEET_CONTROLLER_SKIP=0) turns this off).
-  - A task whose action never touches its host (C(set_fact), C(assert), C(fail), C(debug),
-    C(validate_argument_spec), C(group_by), C(include_vars), the includes) is run in the controller by
-    Ansible's own task executor, without forking a worker (C(GPUFLEET_CONTROLLER_ACTIONS=0) turns only
-    this off); when one host's run of it takes over 10 ms (C(GPUFLEET_CONTROLLER_HEAVY_MS)), its other
-    hosts go to workers.
-  - A loop whose items are all skipped, or that has none, is run in the controller the same way; when an item
-    would run on the host, that attempt is dropped and the task goes to a worker there and on its next hosts.
-  - C(gpufleet.cluster.missing_packages) is answered in the controller from the host's package list, read
-    with the host's first package question of the run and kept until a task reports a change, failure or
-    loss of that host (or a delegated task one of any host).
-  - C(GPUFLEET_CONTROLLER_ACTIONS=0) turns these two off as well.
+  - Otherwise it does what C(gpufleet.cluster.linear) does, in the same way and with the same switches (false
+    conditions, the controller's own actions, loops whose items never reach the host and package questions
+    decided or run in the controller, without a worker).
 author: gpufleet
 """
 
