@@ -20,8 +20,8 @@ description:
   - A task whose action never touches its host (C(set_fact), C(assert), C(fail), C(debug),
     C(validate_argument_spec), C(group_by), C(include_vars), the includes) is run in the controller by
     Ansible's own task executor, without forking a worker (C(GPUFLEET_CONTROLLER_ACTIONS=0) turns only
-    this off); when one host's run of it takes over 10 ms (C(GPUFLEET_CONTROLLER_HEAVY_MS)), its other
-    hosts go to workers.
+    this off); when one host's run of it takes over 10 ms (C(GPUFLEET_CONTROLLER_HEAVY_MS)) and its run
+    for every host of the play would take over 100 ms, its other hosts go to workers.
   - A loop whose items are all skipped, or that has none, is run in the controller the same way; when an item
     would run on the host, that attempt is dropped and the task goes to a worker there and on its next hosts.
   - C(gpufleet.cluster.missing_packages) is answered in the controller from the host's package list, read

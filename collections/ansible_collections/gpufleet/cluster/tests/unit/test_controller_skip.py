@@ -121,6 +121,15 @@ def test_the_heavy_limit(monkeypatch):
     assert controller_skip.heavy_seconds() == controller_skip.HEAVY_MS / 1000
 
 
+def test_a_heavy_task_goes_to_workers_unless_the_play_is_small(monkeypatch):
+    monkeypatch.delenv(controller_skip.HEAVY_SWITCH, raising=False)
+    assert not controller_skip.too_heavy(0.005, 1000)  # light: the controller is cheaper than a fork
+    assert controller_skip.too_heavy(0.020, 1000)
+    assert not controller_skip.too_heavy(0.020, 3)  # 60 ms for the play: less than one worker's wall time
+    assert controller_skip.too_heavy(0.040, 3)
+    assert controller_skip.too_heavy(0.300, 0)  # no play hosts known: one
+
+
 class Strategy(controller_skip.ControllerSkipMixin):
     """What the mixin uses of a strategy: the queued-task cache, the callbacks, the results queue."""
 

@@ -25,7 +25,8 @@ or behave differently in it goes to a worker: retries or ``until`` (they sleep),
 signal), ``async``, a loop that pauses, and an action resolved to anything but ansible-core's own plugin
 (a playbook's ``action_plugins/`` may shadow a short name). The controller is one process and the
 workers run on every core, so a task whose run here takes longer than a worker costs the controller
-(HEAVY_MS: its template does real work) sends its remaining hosts to workers.
+(HEAVY_MS: its template does real work) sends its remaining hosts to workers, unless the play is so
+small that running it here for all of its hosts takes less than one worker's wall time (WORKER_WALL_MS).
 
 A loop whose items are all skipped (or that has none) is run here the same way, with the executor's
 connection refused: when an item would run on its host, that run is thrown away (its item results had
@@ -61,6 +62,19 @@ def heavy_seconds() -> float:
         return float(os.environ.get(HEAVY_SWITCH, HEAVY_MS)) / 1000
     except ValueError:
         return HEAVY_MS / 1000
+
+
+# What a worker costs in wall time, from its fork to its result (about 100 ms on the lab, most of it the
+# fork, the worker's set-up and its teardown): a play of a few hosts waits that long for its workers
+# however little each one does, so a task heavier than HEAVY_MS still runs here when running it for
+# every host of the play, one after another, takes less than that.
+WORKER_WALL_MS = 100.0
+
+
+def too_heavy(elapsed: float, hosts: int) -> bool:
+    """Whether a task that took ``elapsed`` seconds here for one host sends the play's other hosts
+    (``hosts`` in all) to workers."""
+    return elapsed > heavy_seconds() and elapsed * max(hosts, 1) > WORKER_WALL_MS / 1000
 
 
 # ansible-core's action plugins that never use the task's connection. The includes have no plugin: the
@@ -297,7 +311,7 @@ class ControllerSkipMixin:
             from ansible._internal._errors import _error_utils
 
             result, fields = _error_utils.result_dict_from_exception(ex), {}
-        if weigh and time.perf_counter() - started > heavy_seconds():
+        if weigh and too_heavy(time.perf_counter() - started, len(getattr(self, "_hosts_cache", ()))):
             self._gpufleet_heavy_tasks.add(task._uuid)
         self._final_q.send_task_result(_RawTaskResult(host=host, task=task, return_data=result, task_fields=fields))
         self._pending_results += 1
@@ -315,7 +329,7 @@ class ControllerSkipMixin:
             done = hostless_loop_result(host, copy, task_vars, play_context, self._loader, self._variable_manager)
         except Exception:  # the worker runs it again and reports any error
             done = None
-        if done is None or time.perf_counter() - started > heavy_seconds():
+        if done is None or too_heavy(time.perf_counter() - started, len(getattr(self, "_hosts_cache", ()))):
             self._gpufleet_heavy_tasks.add(task._uuid)
         if done is None:
             return False
