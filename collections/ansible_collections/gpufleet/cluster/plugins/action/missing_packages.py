@@ -9,11 +9,6 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common import host_packages, packages
 
-ARGUMENT_SPEC = {
-    "names": {"type": "list", "elements": "str", "required": True},
-    "snapshot": {"type": "bool", "default": False},
-}
-
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
@@ -24,7 +19,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         # The module's own argument checks and conversions (a comma-separated string is a list).
-        _validation, args = self.validate_argument_spec(ARGUMENT_SPEC)
+        _validation, args = self.validate_argument_spec(packages.ARGUMENT_SPEC)
         snapshot = task_vars.get(host_packages.SNAPSHOT_VAR)
         if host_packages.valid(snapshot) and not args["snapshot"]:
             specs = packages.wanted(args["names"])

@@ -73,6 +73,7 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.packages import (
+    ARGUMENT_SPEC,
     missing_of,
     parse_dpkg,
     parse_rpm,
@@ -87,13 +88,7 @@ RPM_FORMAT = "%{NAME}\\t%{VERSION}-%{RELEASE}\\n"
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "names": {"type": "list", "elements": "str", "required": True},
-            "snapshot": {"type": "bool", "default": False},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     specs = wanted(module.params["names"])
     every = module.params["snapshot"]
     names = sorted({split_spec(s)[0] for s in specs})

@@ -6,6 +6,13 @@ answers from the host's package list read earlier in the run; module_utils/commo
 
 from __future__ import annotations
 
+# gpufleet.cluster.missing_packages's arguments, checked by the module on the host and by its action plugin
+# when it answers in the controller.
+ARGUMENT_SPEC = {
+    "names": {"type": "list", "elements": "str", "required": True},
+    "snapshot": {"type": "bool", "default": False},
+}
+
 
 def split_spec(spec: str) -> tuple[str, str | None]:
     """``nvidia-smi=570.133.20-1`` -> (``nvidia-smi``, ``570.133.20-1``); a bare name has no version."""
