@@ -56,13 +56,28 @@ def run_lab_playbook(playbook: Path, *args: str, cwd: Path) -> subprocess.Comple
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=180, check=False)
 
 
+def local_hosts(*names: str) -> str:
+    """An INI inventory of these names, all this machine (local connection, the venv's Python)."""
+    return "".join(f"{name} ansible_connection=local ansible_python_interpreter={sys.executable}\n" for name in names)
+
+
+def task_results(output: dict) -> list[tuple[str, str, dict]]:
+    """(task name, host, result) for every task of the JSON callback's output, hosts in name order."""
+    return [
+        (task["task"]["name"], host, result)
+        for play in output["plays"]
+        for task in play["tasks"]
+        for host, result in sorted(task["hosts"].items())
+    ]
+
+
 def write_local_play(play_dir: Path, play: str, templates: dict[str, str]) -> None:
     """A play (play.yml) on one local host h1 run by the venv's Python, with these templates."""
     (play_dir / "templates").mkdir()
     for name, text in templates.items():
         (play_dir / "templates" / name).write_text(text)
     (play_dir / "play.yml").write_text(play)
-    (play_dir / "hosts").write_text(f"h1 ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    (play_dir / "hosts").write_text(local_hosts("h1"))
 
 
 def run_local_play(play_dir: Path, *args: str) -> dict[str, dict]:

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from lab_playbook import VENV_BIN, ansible_env
+from lab_playbook import VENV_BIN, ansible_env, local_hosts, task_results
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -237,7 +236,7 @@ INCLUDED = """
   ansible.builtin.debug: {msg: included}
 """
 
-INVENTORY = "".join(f"h{i} ansible_connection=local ansible_python_interpreter={sys.executable}\n" for i in (1, 2, 3))
+INVENTORY = local_hosts("h1", "h2", "h3")
 
 
 def run(tmp_path: Path, strategy: str, *args: str, **env: str) -> tuple[dict, list[int], int, list[int]]:
@@ -271,11 +270,7 @@ def run(tmp_path: Path, strategy: str, *args: str, **env: str) -> tuple[dict, li
 
 def results(output: dict) -> list[tuple[str, str, str]]:
     """Each task's result per host (its timings left out), and the play's stats."""
-    rows = []
-    for play in output["plays"]:
-        for task in play["tasks"]:
-            for host, result in sorted(task["hosts"].items()):
-                rows.append((task["task"]["name"], host, json.dumps(result, sort_keys=True)))
+    rows = [(task, host, json.dumps(result, sort_keys=True)) for task, host, result in task_results(output)]
     rows.append(("stats", "", json.dumps(output["stats"], sort_keys=True)))
     return rows
 

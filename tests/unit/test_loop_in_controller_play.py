@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from lab_playbook import VENV_BIN, ansible_env
+from lab_playbook import VENV_BIN, ansible_env, local_hosts, task_results
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -63,7 +62,7 @@ PLAY = """
       when: false
 """
 
-INVENTORY = "".join(f"h{i} ansible_connection=local ansible_python_interpreter={sys.executable}\n" for i in (1, 2, 3))
+INVENTORY = local_hosts("h1", "h2", "h3")
 TIMING = re.compile(r'"(start|end|delta|duration)": ("[^"]*"|\{[^}]*\})')
 
 
@@ -83,12 +82,10 @@ def run(tmp_path: Path, strategy: str, *args: str, callback: str = "ansible.posi
 
 
 def results(output: str) -> list[tuple[str, str, str]]:
-    rows = []
-    for play in json.loads(output)["plays"]:
-        for task in play["tasks"]:
-            for host, result in sorted(task["hosts"].items()):
-                rows.append((task["task"]["name"], host, TIMING.sub("", json.dumps(result, sort_keys=True))))
-    return rows
+    return [
+        (task, host, TIMING.sub("", json.dumps(result, sort_keys=True)))
+        for task, host, result in task_results(json.loads(output))
+    ]
 
 
 HOST = re.compile(r"\[(h\d)\]")

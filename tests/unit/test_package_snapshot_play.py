@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from lab_playbook import VENV_BIN, ansible_env
+from lab_playbook import VENV_BIN, ansible_env, local_hosts, task_results
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -109,7 +108,7 @@ PLAY = """
           - q6.snapshot.installed.munge == '0.5.15-2'
 """
 
-INVENTORY = "".join(f"h{i} ansible_connection=local ansible_python_interpreter={sys.executable}\n" for i in (1, 2, 3))
+INVENTORY = local_hosts("h1", "h2", "h3")
 KEYS = ("changed", "failed", "skipped", "missing", "installed", "manager", "msg")
 
 
@@ -135,12 +134,7 @@ def run(tmp_path: Path, strategy: str, *args: str, **env: str) -> tuple[dict, li
 
 def answers(output: dict) -> list[tuple[str, str, dict]]:
     """Each task's result per host, in the keys a question's result and its display are made of."""
-    rows = []
-    for play in output["plays"]:
-        for task in play["tasks"]:
-            for host, result in sorted(task["hosts"].items()):
-                rows.append((task["task"]["name"], host, {k: result[k] for k in KEYS if k in result}))
-    return rows
+    return [(task, host, {k: result[k] for k in KEYS if k in result}) for task, host, result in task_results(output)]
 
 
 def by_step(calls: list[str]) -> dict[str, list[str]]:
