@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
-from lab_playbook import VENV_BIN, run_local_play, write_local_play
+from lab_playbook import VENV_BIN, ansible_env, run_local_play, write_local_play
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -142,3 +143,93 @@ def test_an_absent_item_is_removed_when_its_condition_turns_and_is_never_rendere
     results = run(play)
     assert not extra.exists() and "Files changed" in results
     assert not any(r.get("changed") for r in run(play).values())
+
+
+# One template written once per rail: the builtin template loops over the rails, files takes each rail as its
+# file's vars. A file of a rail that is gone is removed in the same task.
+RAILS_PLAY = """
+- name: One template per rail
+  hosts: h1
+  gather_facts: false
+  vars:
+    rails: "{{ rail_names | map('community.general.dict_kv', 'name') | list }}"
+    tag: fabric
+  tasks:
+    - name: Builtin template
+      ansible.builtin.template: {src: rail.j2, dest: "{{ d }}/builtin/{{ rail.name }}.network", mode: "0644"}
+      loop: "{{ rails }}"
+      loop_control: {loop_var: rail}
+    - name: Files
+      gpufleet.cluster.files:
+        files: >-
+          {{ rails | map('community.general.dict_kv', 'rail') | map('community.general.dict_kv', 'vars')
+             | zip(rails | map(attribute='name') | map('regex_replace', '^(.*)$', d ~ '/ours/\\1.network')
+                   | map('community.general.dict_kv', 'dest'))
+             | map('combine', {'src': 'rail.j2'}) | list
+             + (gone | map('regex_replace', '^(.*)$', d ~ '/ours/\\1.network')
+                | map('community.general.dict_kv', 'dest') | map('combine', {'state': 'absent'}) | list) }}
+        mode: "0644"
+"""
+
+
+@pytest.fixture
+def rails_play(tmp_path):
+    write_local_play(tmp_path, RAILS_PLAY, {"rail.j2": "[Match]\nName={{ rail.name }}\n# {{ tag }}\n"})
+    for side in ("builtin", "ours"):
+        (tmp_path / "out" / side).mkdir(parents=True)
+    return tmp_path
+
+
+def rails_run(play: Path, names: list[str], gone: list[str] = ()) -> dict[str, dict]:
+    return run(play, "-e", json.dumps({"rail_names": names, "gone": list(gone)}))
+
+
+def test_each_file_renders_the_template_with_its_own_vars_as_a_loop_would(rails_play):
+    results = rails_run(rails_play, ["rail0", "rail1", "rail2"])
+    ours = tree(rails_play / "out" / "ours")
+    assert ours == tree(rails_play / "out" / "builtin")
+    assert ours["rail1.network"][1].endswith(b"Name=rail1\n# fabric\n")
+    assert [r["changed"] for r in results["Files"]["results"]] == [True, True, True]
+    assert not any(r.get("changed") for r in rails_run(rails_play, ["rail0", "rail1", "rail2"]).values())
+
+
+def test_a_file_of_a_rail_that_is_gone_is_removed_in_the_same_task(rails_play):
+    rails_run(rails_play, ["rail0", "rail1", "rail2"])
+    results = rails_run(rails_play, ["rail0", "rail1"], gone=["rail2"])
+    assert sorted(os.listdir(rails_play / "out" / "ours")) == ["rail0.network", "rail1.network"]
+    assert [r["changed"] for r in results["Files"]["results"]] == [False, False, True]
+
+
+def test_vars_without_a_template_is_refused_before_the_host_is_touched(tmp_path):
+    write_local_play(
+        tmp_path,
+        """
+- name: Vars with content
+  hosts: h1
+  gather_facts: false
+  tasks:
+    - name: Files
+      gpufleet.cluster.files:
+        files: [{content: "x", dest: "{{ d }}/x", vars: {a: 1}}]
+""",
+        {},
+    )
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts", "play.yml", "-e", f"d={tmp_path / 'out'}"]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 2
+    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["h1"]
+    assert "vars (a mapping) is for a template (src)" in result["msg"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dest_named_twice_is_refused_before_the_host_is_touched(rails_play):
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    (rails_play / "play.yml").write_text(RAILS_PLAY.replace("'/ours/\\1.network'", "'/ours/same.network'"))
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts", "play.yml", "-e", f"d={rails_play / 'out'}"]
+    argv += ["-e", json.dumps({"rail_names": ["rail0", "rail1"], "gone": []})]
+    proc = subprocess.run(argv, cwd=rails_play, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 2
+    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+    assert "files names a dest more than once: " in tasks[-1]["hosts"]["h1"]["msg"]
+    assert os.listdir(rails_play / "out" / "ours") == []

@@ -20,7 +20,7 @@ from ansible.module_utils.common.text.converters import to_bytes
 from ansible_collections.gpufleet.cluster.plugins.action.file_content import ActionModule as FileContentAction
 
 MODULE = "gpufleet.cluster.files"
-_FILE_KEYS = {"dest", "src", "content", "owner", "group", "mode", "validate", "state"}
+_FILE_KEYS = {"dest", "src", "vars", "content", "owner", "group", "mode", "validate", "state"}
 _DIRECTORY_KEYS = {"path", "owner", "group", "mode"}
 _TASK_KEYS = {"directories", "files", "owner", "group", "mode", "directory_mode", "unsafe_writes"}
 
@@ -43,6 +43,10 @@ class ActionModule(FileContentAction):
                 raise AnsibleActionFail(
                     f"directories[{n}] must be a path or a mapping with path and only {sorted(_DIRECTORY_KEYS)}: {d!r}"
                 )
+        dests = [f.get("dest") for f in files if isinstance(f, dict)]
+        twice = sorted({d for d in dests if dests.count(d) > 1})
+        if twice:
+            raise AnsibleActionFail(f"files names a dest more than once: {', '.join(map(str, twice))}")
         texts, module_files = [], []
         for n, f in enumerate(files):
             if not isinstance(f, dict) or "dest" not in f or set(f) - _FILE_KEYS:
@@ -56,12 +60,17 @@ class ActionModule(FileContentAction):
                 continue
             if ("src" in f) == ("content" in f):
                 raise AnsibleActionFail(f"files[{n}] ({f['dest']}): exactly one of src (a template) and content")
+            if "vars" in f and ("src" not in f or not isinstance(f["vars"], dict)):
+                raise AnsibleActionFail(f"files[{n}] ({f['dest']}): vars (a mapping) is for a template (src)")
             if f.get("mode") == "preserve":
                 raise AnsibleActionFail(f"files[{n}] ({f['dest']}): mode=preserve is not supported: give the mode")
-            text = self._render(f["src"], f["dest"], task_vars) if "src" in f else self._content_text(f["content"])
+            if "src" in f:
+                text = self._render(f["src"], f["dest"], {**task_vars, **f.get("vars", {})})
+            else:
+                text = self._content_text(f["content"])
             data = to_bytes(text, errors="surrogate_or_strict")
             texts.append((text, data))
-            item = {k: v for k, v in f.items() if k not in ("src", "content")}
+            item = {k: v for k, v in f.items() if k not in ("src", "vars", "content")}
             module_files.append(dict(item, _checksum=sha1(data).hexdigest()))
 
         module_args = {k: v for k, v in args.items() if k not in ("directories", "files")}

@@ -59,6 +59,12 @@ options:
             it (the role's C(templates/) first, C(trim_blocks), C(\\n) line endings), with the task's variables and
             C(item) when the task loops. Exactly one of I(src) and I(content).
         type: path
+      vars:
+        description:
+          - Variables for this file's template alone, on top of the task's (as a loop variable would be), so that one
+            template written once per rail, per device or per user is one task and one call, not one per item.
+          - Only with I(src).
+        type: dict
       content:
         description: The text, as it is (a list or dictionary as JSON). Exactly one of I(src) and I(content).
         type: str
@@ -131,6 +137,16 @@ EXAMPLES = r"""
     group: root
     mode: "0644"
   notify: Reconfigure slurmctld
+
+- name: Write one systemd-networkd file per rail, each from the same template with its own rail
+  gpufleet.cluster.files:
+    files: >-
+      {{ rails | map('community.general.dict_kv', 'rail')
+         | map('community.general.dict_kv', 'vars')
+         | zip(rails | map(attribute='name') | map('regex_replace', '^(.*)$', '/etc/systemd/network/60-\1.network')
+               | map('community.general.dict_kv', 'dest'))
+         | map('combine', {'src': 'rail.network.j2'}) | list }}
+    mode: "0644"
 """
 
 RETURN = r"""
