@@ -9,11 +9,11 @@ module: key_values
 short_description: Set several C(key = value) settings of a configuration file in one call
 version_added: 0.1.0
 description:
-  - Sets each key of I(values) in I(path), a file of C(key = value) lines such as C(auditd.conf): every active
+  - Sets each key of I(values) in I(path), a file of C(key = value) lines such as C(auditd.conf). Every active
     line of the key (not a comment) becomes C(key<separator>value), and a key with no such line is added at the
     end, in the order given. Every other line, comments included, stays as it is.
   - What one M(ansible.builtin.lineinfile) task per key does (with C(regexp='^\s*key\s*=')), in one call to the
-    host: the file is read once and, only when a setting differs, written once (atomically, keeping its owner,
+    host. The file is read once and, only when a setting differs, written once (atomically, keeping its owner,
     group and mode).
   - The file must exist (the package that owns it installed it); a missing file fails the task, except in check
     mode, where the package may only be previewed.
