@@ -37,6 +37,7 @@ author: gpufleet
 
 import logging
 import os
+import threading
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.controller_skip import ControllerSkipMixin
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.preload import (
@@ -98,6 +99,53 @@ try:
 
         ansible_mitogen.planner._load_collections = _load_collections
 
+    # The modules every run sends to every host first: Ansible's module support, Mitogen's runner and
+    # target side. Each is sent with the modules it imports, which the mux works out once per run.
+    PREWARM_MODULES = (
+        "ansible.module_utils.basic",
+        "ansible_mitogen.runner",
+        "ansible_mitogen.target",
+        "mitogen.parent",
+        "mitogen.service",
+        "mitogen.fork",
+    )
+
+    def _prewarm(responder):
+        """Prepare what a host's first task asks the mux for (PREWARM_MODULES and the modules they import),
+        in a thread of the mux, while the controller is still on the plays that do not reach a host.
+
+        Mitogen's mux finds, reads, minifies and compresses each module a host imports the first time a
+        host asks for it, and keeps the answer for the rest of the run: about 0.9 s of one core, on the path
+        of the first task that reaches a host. Asking for the same modules here fills the same cache the
+        same way (the mux's own code, with the same arguments), only earlier; a module a host asks for
+        meanwhile is worked out by whichever asks first. Nothing here may stop the mux: a failure leaves
+        the work to the host's own request.
+        """
+        build = getattr(responder, "_build_tuple", None)
+        if build is None:  # another Mitogen: leave it as it is
+            return
+        for root in PREWARM_MODULES:
+            try:
+                for name in [root, *build(root)[4]]:
+                    build(name)
+            except Exception:  # the host's own request does the work then, as without this
+                continue
+
+    def _prewarm_in_each_mux():
+        """Start _prewarm in each mux process as Mitogen sets up its module responder."""
+        import ansible_mitogen.process
+
+        setup = ansible_mitogen.process._setup_responder
+        if getattr(setup, "_gpufleet_prewarm", False):
+            return
+
+        def _setup_responder(responder):
+            setup(responder)
+            threading.Thread(target=_prewarm, args=(responder,), name="gpufleet-prewarm", daemon=True).start()
+
+        _setup_responder._gpufleet_prewarm = True
+        ansible_mitogen.process._setup_responder = _setup_responder
+
     def _keepalive_defaults():
         """gpufleet's SSH keepalive where the inventory sets none (KEEPALIVE_DEFAULTS).
 
@@ -128,6 +176,7 @@ try:
             preload_jinja_plugins()
             preload_worker_imports()
             _collection_dirs_once()
+            _prewarm_in_each_mux()
             super().__init__(*args, **kwargs)
 
 except ImportError:  # pragma: no cover - depends on what is installed
