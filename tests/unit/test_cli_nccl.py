@@ -99,7 +99,8 @@ def test_unreadable_input_exits_2(capsys, tmp_path, kind):
     assert main(["nccl", "parse", str(FIXTURES / "allreduce_2node_h100_ib_lowbw.txt"), str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""  # nothing half-printed: every file is read before output
-    assert captured.err.startswith("gpufleet: error: ") and str(path) in captured.err
+    errors = [line for line in captured.err.splitlines() if line.startswith("gpufleet: error: ")]
+    assert errors and str(path) in errors[0]
 
 
 def test_text_format(capsys):

@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-try:  # netaddr is a controller-side dependency (requirements.txt).
+try:  # netaddr is a controller-side dependency (requirements.in).
     import netaddr
 except ImportError:  # pragma: no cover - the venv always has it
     netaddr = None
