@@ -40,6 +40,18 @@ FAILING = [
     ("cluster.name", "Bad Name!", "SCHEMA_BAD_FORMAT", "cluster.name"),
     ("pools.0.labels", {"ok": "a b"}, "SCHEMA_BAD_FORMAT", "pools[0].labels.ok"),
     ("software.cuda", 12.8, "SCHEMA_UNQUOTED_VERSION", "software.cuda"),
+    ("cluster.name", "lab\n", "SCHEMA_CONTROL_CHAR", "cluster.name"),
+    ("pools.0.labels", {"tier": "a\n"}, "SCHEMA_BAD_FORMAT", "pools[0].labels.tier"),
+    ("software.driver", "570.133.20\n", "SCHEMA_BAD_FORMAT", "software.driver"),
+    ("acceptance.max_bytes", "8G\n", "SCHEMA_BAD_FORMAT", "acceptance.max_bytes"),
+    ("pools.0.accelerator", "h100-sxm\n", "SCHEMA_CONTROL_CHAR", "pools[0].accelerator"),
+    ("cluster.description", "{{ lookup('pipe', 'id') }}", "SCHEMA_TEMPLATE_SYNTAX", "cluster.description"),
+    (
+        "cost",
+        {"monthly": {"compute": float("inf")}, "unit": {"name": "job"}},
+        "SCHEMA_WRONG_TYPE",
+        "cost.monthly.compute",
+    ),
 ]
 
 

@@ -133,7 +133,7 @@ def expand_hostname_range(pattern: str) -> list[str]:
     letter range runs over a-z then A-Z. Stricter than Ansible: an end before the start is an
     error here, where Ansible silently adds no host.
     """
-    m = _RANGE_RE.match(pattern)
+    m = _RANGE_RE.fullmatch(pattern)
     if not m:
         return [pattern]
     head, beg, end, step, tail = m.groups()

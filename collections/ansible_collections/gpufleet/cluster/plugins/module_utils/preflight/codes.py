@@ -119,7 +119,31 @@ _ROWS: tuple[tuple, ...] = (
         _SCHEMA,
     ),
     ("SCHEMA_OUT_OF_RANGE", ERROR, "schema", "number or list length outside its bounds", None, _SCHEMA),
-    ("SCHEMA_BAD_FORMAT", ERROR, "schema", "malformed version, size, name, label or taint", None, _SCHEMA),
+    (
+        "SCHEMA_BAD_FORMAT",
+        ERROR,
+        "schema",
+        "malformed version, size, name, path, label or taint (the whole value must match)",
+        None,
+        _SCHEMA,
+    ),
+    (
+        "SCHEMA_CONTROL_CHAR",
+        ERROR,
+        "schema",
+        "a control character (newline, tab, NUL, ...) in a string; only `cluster.description` and "
+        "`acceptance.workload.command` may span lines",
+        None,
+        _SCHEMA,
+    ),
+    (
+        "SCHEMA_TEMPLATE_SYNTAX",
+        WARNING,
+        "schema",
+        "Jinja delimiters (`{{`, `{%`, `{#`) in a string: the brief is never templated, the text is written as is",
+        None,
+        _SCHEMA,
+    ),
     (
         "SCHEMA_UNQUOTED_VERSION",
         WARNING,
@@ -780,10 +804,11 @@ _ROWS: tuple[tuple, ...] = (
         "STORAGE_SHARED_EXPORT",
         ERROR,
         "storage",
-        "NFS export not absolute; Lustre file system name not 1-8 of `A-Za-z0-9_-`",
+        "NFS export not a clean absolute path; Lustre file system name not 1-8 of `A-Za-z0-9_-`",
         {
             "lustre": "expected a Lustre file system name (1-8 of A-Z a-z 0-9 _ -), found {found}",
-            "nfs": "expected an absolute exported path such as /export/data, found {found}",
+            "nfs": "expected an absolute exported path such as /export/data (no whitespace, control character, "
+            "'.' or '..' segment), found {found}",
         },
         _STORAGE,
     ),
