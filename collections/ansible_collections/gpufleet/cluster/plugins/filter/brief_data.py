@@ -10,10 +10,11 @@ author: gpufleet developers
 description:
   - Parses the text of C(brief.yml) with the same YAML reader as C(scripts/gpufleet preflight) and
     returns plain data.
-  - Nothing in the result is trusted as a template: a brief string such as
+  - >-
+    Nothing in the result is trusted as a template. A brief string such as
     C({{ lookup('pipe', 'id') }}) reaches every role and file as that literal text and is never
-    evaluated (ansible-core templates only strings trusted as templates, which data read by a lookup
-    and parsed here is not). C(ansible.builtin.include_vars) would trust every string of the file.
+    evaluated, since ansible-core templates only strings trusted as templates, which data read by a
+    lookup and parsed here is not. C(ansible.builtin.include_vars) would trust every string of the file.
 options:
   _input:
     description: The brief's text, e.g. from C(lookup('ansible.builtin.file', brief_file)).
