@@ -89,6 +89,11 @@ SECTIONS: dict[str, Section] = {
             "[storage.md](storage.md), [cost.md](cost.md))",
             "storage-storage-acceptance-and-cost-storage-acceptancestorage-cost-storagemd-costmd",
         ),
+        Section(
+            "downloads",
+            "Downloads (what the roles fetch with `get_url`; [security.md](security.md#downloads))",
+            "downloads-what-the-roles-fetch-with-get_url-securitymd",
+        ),
     )
 }
 
@@ -961,6 +966,17 @@ _ROWS: tuple[tuple, ...] = (
         "the baseline costs 0 per unit: nothing can beat it",
         "expected the baseline's price per unit, found 0: no cluster can beat a free baseline",
         _STORAGE,
+    ),
+    # --- downloads
+    (
+        "DOWNLOAD_NO_CHECKSUM",
+        WARNING,
+        "downloads",
+        "a file a role downloads (a package, a source tarball, a manifest) has no checksum on some host",
+        "expected a checksum for {what} ({url}: get_url's 'sha256:<hex>' or 'sha256:<URL of a SHA256SUMS file>'), "
+        "found none: role {role} downloads it unchecked on {count} host(s) ({hosts}); set it in the inventory, "
+        "or name it in {accept} to accept that",
+        "module_utils/preflight/downloads.py",
     ),
 )
 
