@@ -547,7 +547,13 @@ POOL = Map(
             Int(minimum=1, maximum=3200), doc="fabric port speed, Gb/s (default networks.fabric.link_speed_gbps)"
         ),
         "rdma_devices": Field(
-            List(item=Str(), max_items=64),
+            List(
+                item=Str(
+                    pattern=re.compile(r"[A-Za-z0-9_.:*?\[\]-]{1,64}"),
+                    pattern_doc="an RDMA device name or glob (letters, digits, _ . : - and * ? [ ])",
+                ),
+                max_items=64,
+            ),
             doc="RDMA device names or globs (mlx5_*) that are the fabric ports; others are ignored by the gate",
         ),
         "rail_optimized": Field(
@@ -723,7 +729,10 @@ WORKLOAD_ACCEPTANCE = Map(
         "checkpoint_dir": Field(
             _ABS_PATH, True, doc="where the job checkpoints; each acceptance run uses a fresh directory below it"
         ),
-        "image": Field(Str(), doc="production container image (pyxis --container-image); default the host's stack"),
+        "image": Field(
+            Str(pattern=re.compile(r"[^\s]+"), pattern_doc="a container image reference without spaces"),
+            doc="production container image (pyxis --container-image); default the host's stack",
+        ),
         "dataset": Field(_ABS_PATH, doc="dataset sample the job reads ($GPUFLEET_DATASET)"),
         "dataset_url": Field(
             _SOURCE_URL, doc="where acceptance downloads the dataset sample to `dataset` on each GPU node first"
