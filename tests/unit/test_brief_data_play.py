@@ -21,6 +21,7 @@ PLAY = """
 - name: The brief loaded by its role, its strings rendered
   hosts: h1
   gather_facts: false
+  strategy: STRATEGY
   roles: [brief]
   tasks:
     - name: Render the brief's free text with a template
@@ -42,6 +43,7 @@ PLAY = """
 - name: The same brief through include_vars (trusted as templates)
   hosts: h1
   gather_facts: false
+  strategy: STRATEGY
   tasks:
     - name: Read the brief with include_vars
       ansible.builtin.include_vars: {file: "{{ brief_file }}", name: trusted_brief}
@@ -55,7 +57,9 @@ PLAY = """
 TEMPLATE = "description={{ gpufleet_brief.cluster.description }}\nsource={{ gpufleet_brief.quote.source }}\n"
 
 
-def test_jinja_in_the_brief_is_written_literally_and_never_runs(tmp_path):
+@pytest.mark.parametrize("strategy", ["linear", "gpufleet.cluster.linear"])
+def test_jinja_in_the_brief_is_written_literally_and_never_runs(tmp_path, strategy):
+    # Ansible's own strategy, and the project's default (which runs set_fact in the controller).
     play_dir = tmp_path / "play"
     play_dir.mkdir()
     (play_dir / "out").mkdir()
@@ -71,7 +75,7 @@ def test_jinja_in_the_brief_is_written_literally_and_never_runs(tmp_path):
     brief.setdefault("cost", {"monthly": {"compute": 1}})["unit"] = {"name": jinja("trusted")}
     brief_file = tmp_path / "brief.yml"
     brief_file.write_text(yaml.safe_dump(brief, sort_keys=False))
-    write_local_play(play_dir, PLAY, {"brief.txt.j2": TEMPLATE})
+    write_local_play(play_dir, PLAY.replace("STRATEGY", strategy), {"brief.txt.j2": TEMPLATE})
 
     results = run_local_play(play_dir, "-e", json.dumps({"brief_file": str(brief_file)}))
 
