@@ -41,7 +41,9 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 VAULT_PLACEHOLDER = "<vault-encrypted>"
 # Ansible's order: a name without extension first (a file, or a directory), then YAML_FILENAME_EXTENSIONS.
 _VAR_EXTS = ("", ".yml", ".yaml", ".json")
-_RANGE_RE = re.compile(r"^(.*?)\[([^\[\]:]*):([^\[\]:]*)(?::([^\[\]:]*))?\](.*)$")
+# Matched whole, newlines included (DOTALL), as Ansible splits the name: "gpu[1:2]\n" is gpu1\n and
+# gpu2\n, which the host-name check then reports, never gpu1 and gpu2.
+_RANGE_RE = re.compile(r"(.*?)\[([^\[\]:]*):([^\[\]:]*)(?::([^\[\]:]*))?\](.*)", re.DOTALL)
 # A host key with a colon outside [...]: a port (gpu01:2222) or an IPv6 address (so is "[::1]:22").
 _PORT_RE = re.compile(r":(?![^\[]*\])")
 MAX_RANGE = 1_000_000
@@ -133,7 +135,7 @@ def expand_hostname_range(pattern: str) -> list[str]:
     letter range runs over a-z then A-Z. Stricter than Ansible: an end before the start is an
     error here, where Ansible silently adds no host.
     """
-    m = _RANGE_RE.match(pattern)
+    m = _RANGE_RE.fullmatch(pattern)
     if not m:
         return [pattern]
     head, beg, end, step, tail = m.groups()
