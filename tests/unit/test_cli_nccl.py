@@ -23,6 +23,11 @@ RUN_KEYS = {
     "peak_busbw",
     "avg_busbw",
     "out_of_bounds",
+    "rank_hosts",
+    "max_bytes",
+    "completed",
+    "truncated",
+    "failures",
 }
 
 
