@@ -158,7 +158,10 @@ def test_double_nic_loopback_gives_the_node_network_figure(lab, host, passes):
 )
 def test_parse_real_logs(name, network):
     parsed = nccl_parse(fixture(name), name)
-    assert set(parsed) == {"runs", "debug", "warnings", "busbw"}
+    assert set(parsed) == {"runs", "debug", "warnings", "busbw", "failures", "ended"}
+    # These logs print no failure line; without an exit status, a run with a table completed.
+    assert parsed["failures"] == []
+    assert parsed["ended"]["status"] == ("completed" if parsed["runs"] else "no table")
     if parsed["runs"]:
         assert parsed["busbw"] == min(
             min(r["oop_busbw"] for r in run["rows"] if r["size"] == max(x["size"] for x in run["rows"]))
