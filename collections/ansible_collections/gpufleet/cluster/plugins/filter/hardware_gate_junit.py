@@ -14,9 +14,12 @@ description:
     CPU / memory / NUMA / NVMe, versions, GPU errors, homogeneity with the pool's peers), a failure per check
     with its error violations' messages, warnings in the case's output.
   - A node of I(unreachable) without violations is one failed case - the gate never judged it.
+  - With I(brief) and I(pools), a check the gate does not make for a node's pool (NVLink without an all-NVLink
+    topology, the fabric manager without NVSwitch, RDMA ports and NIC affinity without an RDMA fabric) is a
+    skipped case, never a pass.
 options:
   _input:
-    description: Each judged node's violations, C({host: [violation, ...]}).
+    description: "Each judged node's violations, C({host: [violation, ...]})."
     type: dict
     required: true
   cluster:
@@ -31,6 +34,14 @@ options:
   timestamp:
     description: The gate run's timestamp.
     type: str
+    required: false
+  brief:
+    description: The brief; with I(pools), the checks the gate does not make on a node are skipped cases, not passes.
+    type: dict
+    required: false
+  pools:
+    description: "Each judged node's pool, C({host: pool}) (an entry of C(brief.pools))."
+    type: dict
     required: false
 """
 
@@ -51,10 +62,10 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.gate import junit
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.gate import junit, not_applicable
 
 
-def hardware_gate_junit(results, cluster, unreachable=None, timestamp=None) -> str:
+def hardware_gate_junit(results, cluster, unreachable=None, timestamp=None, brief=None, pools=None) -> str:
     if not isinstance(results, dict):
         raise AnsibleFilterError(
             f"hardware_gate_junit: input must map each host to its violations, got {type(results).__name__}"
@@ -62,11 +73,18 @@ def hardware_gate_junit(results, cluster, unreachable=None, timestamp=None) -> s
     for host, found in results.items():
         if found is not None and not isinstance(found, list):
             raise AnsibleFilterError(f"hardware_gate_junit: the violations of {host} must be a list")
+    if pools is not None and not isinstance(pools, dict):
+        raise AnsibleFilterError("hardware_gate_junit: pools must map each host to its pool")
+    skipped = None
+    if pools is not None:
+        brief = brief if isinstance(brief, dict) else {}
+        skipped = {str(h): not_applicable(brief, p if isinstance(p, dict) else {}) for h, p in pools.items()}
     return junit(
         {str(h): list(v or []) for h, v in results.items()},
         str(cluster),
         [str(h) for h in unreachable or []],
         None if timestamp is None else str(timestamp),
+        skipped,
     )
 
 

@@ -68,3 +68,15 @@ def test_unknown_code_gets_its_own_case():
 def test_misuse(bad):
     with pytest.raises(AnsibleFilterError):
         hardware_gate_junit(bad, "lab")
+
+
+def test_checks_not_made_are_skipped_not_passed():
+    brief, pool = brief_and_pool()
+    assert hwgate.not_applicable(brief, pool) == {}
+    small = dict(pool, topology="pcie", nics_per_node=0)
+    no_fabric = dict(brief, networks={"fabric": {"type": "none"}})
+    assert set(hwgate.not_applicable(no_fabric, small)) == {"NVLink", "fabric manager", "RDMA ports", "NIC affinity"}
+    root = ET.fromstring(hardware_gate_junit({"gpu001": []}, "lab", brief=no_fabric, pools={"gpu001": small}))
+    skipped = {tc.get("name") for tc in root.iter("testcase") if tc.find("skipped") is not None}
+    assert skipped == {"NVLink", "fabric manager", "RDMA ports", "NIC affinity"}
+    assert root.get("skipped") == "4" and root.get("failures") == "0"

@@ -940,31 +940,54 @@ CHECKS = {
 }
 
 
-def junit_cases(results: dict, unreachable=()) -> list[dict]:
+def not_applicable(brief: dict | None, pool: dict | None) -> dict:
+    """The checks the gate does not make for a node of ``pool`` (check -> why), as :func:`check_node`
+    skips them: a pass there would claim what was never measured."""
+    pool = pool or {}
+    _accelerator, topology = _resolve_catalogue(pool, None, None)
+    ftype = str(_fabric(brief or {}).get("type") or "none").lower()
+    out = {}
+    if topology is None or not _attr(topology, "all_pairs_nvlink"):
+        out["NVLink"] = "the pool's topology does not say every GPU pair is on NVLink"
+    if topology is None or not _attr(topology, "nvswitch"):
+        out["fabric manager"] = "the pool's topology has no NVSwitch"
+    if ftype not in _LAYER_FOR_FABRIC or not pool.get("nics_per_node"):
+        out["RDMA ports"] = f"no RDMA fabric in the brief (fabric {ftype}, {pool.get('nics_per_node') or 0} NICs)"
+    if ftype == "none" or not rail_optimized(pool):
+        out["NIC affinity"] = "the pool is not rail-optimised on a compute fabric"
+    return out
+
+
+def junit_cases(results: dict, unreachable=(), skipped: dict | None = None) -> list[dict]:
     """``results`` (host -> that node's violations) as JUnit cases: per node, one case per check
     of :data:`CHECKS`, failed by its error violations, its warnings in the case's output; a code
-    no check lists gets a case of its own. ``unreachable``: nodes the gate never judged (their
-    facts were not gathered), each one failed case."""
+    no check lists gets a case of its own. ``skipped`` (host -> :func:`not_applicable`) marks the
+    checks not made on a node. ``unreachable``: nodes the gate never judged (their facts were not
+    gathered), each one failed case."""
     check_of = {code: name for name, codes in CHECKS.items() for code in codes}
     cases = []
     for host in sorted(results):
         mine = [v for v in results[host] or [] if isinstance(v, dict)]
         names = list(CHECKS) + sorted({check_of.get(v.get("code"), str(v.get("code"))) for v in mine} - set(CHECKS))
+        not_made = (skipped or {}).get(host) or {}
         for name in names:
             found = [v for v in mine if check_of.get(v.get("code"), str(v.get("code"))) == name]
             errors = [f"{v.get('code')}: {v.get('message')}" for v in found if v.get("severity") == ERROR]
             warnings = [f"warning {v.get('code')}: {v.get('message')}" for v in found if v.get("severity") != ERROR]
-            cases.append(case(host, name, errors, output="\n".join(warnings) or None))
+            why = None if found else not_made.get(name)
+            cases.append(case(host, name, errors, skipped=why, output="\n".join(warnings) or None))
     for host in sorted(set(unreachable) - set(results)):
         cases.append(case(host, "facts gathered", [f"{host}: unreachable or failed before the gate: not judged"]))
     return cases
 
 
-def junit(results: dict, cluster: str, unreachable=(), timestamp: str | None = None) -> str:
+def junit(
+    results: dict, cluster: str, unreachable=(), timestamp: str | None = None, skipped: dict | None = None
+) -> str:
     """The gate's run as a JUnit XML document (``junit.xml`` beside the nodes' records)."""
     return junit_xml(
         f"gpufleet hardware gate {cluster}",
-        junit_cases(results, unreachable),
+        junit_cases(results, unreachable, skipped),
         prefix="gpufleet.hardware_gate",
         timestamp=timestamp,
     )
