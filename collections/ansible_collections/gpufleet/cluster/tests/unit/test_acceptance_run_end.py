@@ -177,3 +177,21 @@ def test_drain_reason_of_a_single_node_run_that_failed():
     (entry,) = arun.drain_list([], [record])
     assert entry["host"] == "gpu-b002"
     assert "single-node run failed: gpu-b002: Test NCCL failure" in entry["reason"]
+
+
+def test_no_table_and_only_an_nccl_warn_fails_and_quotes_it():
+    text = (
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592\n# Using devices\n"
+        "#  Rank  0 Group  0 Pid 11 on gpu01 device  0 [0x10] NVIDIA H100 80GB HBM3\n"
+        "gpu01:11:12 [0] transport/net_ib.cc:154 NCCL WARN NET/IB : mlx5_3:1 async fatal event on QP\n"
+    )
+    parsed = arun.parse_log(text, "x")
+    assert parsed["runs"] == []
+    assert parsed["no_table"][0]["hosts"] == ["gpu01"]
+    assert parsed["ended"]["status"] == "failed"
+    assert "async fatal event on QP" in parsed["ended"]["failure"]
+    # A table beside the same WARN is read as it is: the WARN alone does not fail a run.
+    table = "        1024           256     float     sum      -1    12.10    0.08    0.13      0    12.20    0.08    0.13      0"  # noqa: E501 - a line as the tool prints it
+    assert arun.parse_log(text.replace("maxBytes 8589934592", "maxBytes 1024") + table + "\n")["ended"]["status"] == (
+        "completed"
+    )

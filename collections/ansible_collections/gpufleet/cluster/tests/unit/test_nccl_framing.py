@@ -42,6 +42,8 @@ FRAMINGS = {
     "kubectl_timestamps": lambda i, line: f"2025-03-14T10:22:{i % 60:02d}.123456789+00:00 {line}",
     "kubectl_prefix": lambda i, line: f"[pod/nccl-acceptance-launcher-x7k2p/mpi-launcher] {line}",
     "kubernetes_and_open_mpi": lambda i, line: f"2025-03-14T10:22:31Z stderr F [1,{_rank_of(i)}]<stdout>:{line}",
+    "ray_skypilot": lambda i, line: f"(worker{i % 2}, rank={i % 2}, pid={2769 + i % 2}, ip=10.100.10.12) {line}",
+    "indented_open_mpi": lambda i, line: f"   [1,{_rank_of(i)}]<stdout>:{line}",
     "tabs": lambda i, line: re.sub(r" {2,}|(?<=\S) (?=\S)", "\t", line),
     "crlf": lambda i, line: line + "\r",
     "ansi_colour": lambda i, line: _ansi(line),
@@ -233,3 +235,58 @@ def test_debug_lines_found_wherever_they_are(line, host):
     assert debug is not None
     assert debug["network"] == "IB"
     assert debug["hosts"] == [host]
+
+
+def test_old_error_column_is_no_count_of_wrong_values():
+    text = (
+        "#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+        "    33554432       8388608     float     sum    19902    1.69    2.53  2e-07    19898    1.69    2.53  2e-07\n"
+    )
+    (run,) = nt.parse(text)[0]
+    assert (run["rows"][0]["oop_wrong"], run["rows"][0]["ip_wrong"]) == (None, None)
+    assert run["rows"][0]["oop_busbw"] == 2.53
+
+
+def test_reduced_max_bytes_and_a_footer_end_the_table_where_it_should():
+    head = "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20\n"
+    row = "  2147483648     536870912     float     sum      -1  1258554    1.71    2.56      0  1258876    1.71    2.56      0\n"  # noqa: E501 - a line as the tool prints it
+    # nccl-tests lowered maxBytes to what the GPU memory holds: the table is whole.
+    reduced = head + "Reducing maxBytes to 2147483648 due to memory limitation\n" + row
+    assert nt.parse(reduced)[0][0]["truncated"] is False
+    # Without a footer, the table stops at 2 GiB of 8 GiB: cut short.
+    assert nt.parse(head + row)[0][0]["truncated"] is True
+    # With its footer the run ended on its own, wherever the table stops.
+    footer = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 2.54225\n"
+    assert nt.parse(head + row + footer)[0][0]["truncated"] is False
+
+
+def test_a_footer_alone_is_read():
+    runs, _ = nt.parse("Out of bounds values : 0 OK\nAvg bus bandwidth    : 362.198\n", keep_empty=True)
+    assert runs[0]["avg_busbw"] == pytest.approx(362.198) and runs[0]["rows"] == []
+    assert nt.parse("Avg bus bandwidth    : 362.198\n")[0] == []
+
+
+def test_a_run_that_never_started_keeps_the_binary_the_launcher_named():
+    text = "$ mpirun -np 2 ./build/alltoall_perf -b 8 -e 1G\nssh: connect to host gpu02 port 22: Connection refused\n"
+    runs, _ = nt.parse(text, keep_empty=True)
+    assert [r["collective"] for r in runs] == ["alltoall"]
+    assert nt.parse(text)[0] == []
+
+
+def test_warn_lines_keep_their_host_and_give_nranks():
+    text = (
+        "gpu-a017:5109:5177 [0] misc/socket.cc:502 NCCL WARN socketFinalizeAccept: wrong type 4 != 3\n"
+        "[1,10]<stdout>:gpu-a018:27:65 [2] NCCL INFO comm 0x7f8cf8000dc0 rank 10 nranks 16 cudaDev 2 busId 201c0 "
+        "- Init COMPLETE\n"
+    )
+    debug = nd.parse_debug(text)
+    assert debug["hosts"] == ["gpu-a017", "gpu-a018"]
+    assert debug["warnings"] == ["socketFinalizeAccept: wrong type 4 != 3"]
+    assert debug["nranks"] == 16
+
+
+def test_weak_failure_lines_only_with_weak():
+    line = "gpu-a017:5911:5971 [0] transport/net_ib.cc:154 NCCL WARN NET/IB : mlx5_3:1 async fatal event on QP"
+    assert nt.find_failures(line) == []
+    assert [f["text"] for f in nt.find_failures(line, weak=True)] == [line]
+    assert nt.find_failures("ib_device.c:1380 UCX  ERROR   ibv_create_ah(dlid=49152 sl=0)", weak=True)

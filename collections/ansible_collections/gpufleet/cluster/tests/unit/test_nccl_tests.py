@@ -173,9 +173,10 @@ def test_fixture(name, nruns, collective, ranks, hosts, gpus, nccl, nrows, large
     if avg is not None:
         assert run["avg_busbw"] == pytest.approx(avg)
     assert run["out_of_bounds"] == oob
-    # Every fixture here is a run that printed its footer and reported no failure.
+    # Every fixture here is a run that printed its footer; the only failure line any prints is
+    # nccl-tests' own count of wrong values.
     assert run["completed"] is True
-    assert run["failures"] == []
+    assert [f["text"] for f in run["failures"]] == ([f"# Out of bounds values : {oob} FAILED"] if oob else [])
     assert run["truncated"] is False
     # Peak is the max over all rows and both placements, never the footer's average.
     assert run["peak_busbw"] == max(max(r["oop_busbw"], r["ip_busbw"]) for r in run["rows"])

@@ -33,10 +33,13 @@ import re
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl_tests import strip_prefix
 
 # host:pid:tid [cudaDev] NCCL INFO message, wherever it is in the line (after a timestamp, a
-# launcher's tag). A log collector may blank the host (``:22901:22901 [0] NCCL INFO``) or
-# replace it (``NAME :70918:70928 [0] NCCL INFO``): the host is then ``unknown``.
+# launcher's tag); WARN lines name their source between the device and the level
+# (``[0] misc/socket.cc:502 NCCL WARN``). A log collector may blank the host
+# (``:22901:22901 [0] NCCL INFO``) or replace it (``NAME :70918:70928 [0] NCCL INFO``): the host
+# is then ``unknown``.
 _INFO = re.compile(
-    r"(?:(?:^|\s)(?P<host>[^\s:\[\]]*):(?P<pid>\d+):\d+\s+)?(?:\[\d+\]\s+)?NCCL (?P<level>INFO|WARN)\s+(?P<msg>.*)$"
+    r"(?:(?:^|\s)(?P<host>[^\s:\[\]]*):(?P<pid>\d+):\d+\s+)?(?:\[\d+\]\s+)?(?:[\w./-]+:\d+\s+)?"
+    r"NCCL (?P<level>INFO|WARN)\s+(?P<msg>.*)$"
 )
 UNKNOWN_HOST = "unknown"
 _VERSION = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)(\S*)")
@@ -186,7 +189,8 @@ def parse_debug(text: str, file: str | None = None) -> dict | None:
         if nn:
             nnodes = max(nnodes or 0, int(nn.group(1)))
         nr = _NRANKS.search(msg)
-        if nr and "ncclCommInitRank" in msg:
+        # "ncclCommInitRank comm 0x.. rank 0 nranks 16 ..." and "comm 0x.. rank 10 nranks 16 ... Init COMPLETE".
+        if nr and ("ncclCommInitRank" in msg or msg.startswith("comm 0x")):
             nranks = max(nranks or 0, int(nr.group(1)))
     if not info_lines:
         return None

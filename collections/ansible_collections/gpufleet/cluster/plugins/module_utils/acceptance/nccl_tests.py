@@ -67,18 +67,21 @@ _K8S_TIME = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s(?:(?:stdout|stderr)\s[FP]\s?)?"
 )
 # ``kubectl logs --prefix``: ``[pod/<name>/<container>] ``.
-_K8S_POD = re.compile(r"^\[pod/[^\]\s]+\]\s?")
-# Per-rank tags, possibly nested (``[1,0]<stdout>:3: x``): Open MPI's ``[job,rank]<stdout>:``,
-# MPICH / Intel MPI ``-prepend-rank``'s ``[rank] ``, ``srun --label``'s ``rank: ``.
+_K8S_POD = re.compile(r"^\s*\[pod/[^\]\s]+\]\s?")
+# Per-rank tags, possibly nested (``[1,0]<stdout>:3: x``) and indented: Open MPI's
+# ``[job,rank]<stdout>:``, MPICH / Intel MPI ``-prepend-rank``'s ``[rank] ``, ``srun --label``'s
+# ``rank: ``, Ray's (SkyPilot's) ``(head, rank=0, pid=3808) ``.
 _PREFIX_RES = (
-    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?"),
-    re.compile(r"^\[\d{1,6}\]\s"),
+    re.compile(r"^\s*\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?"),
+    re.compile(r"^\s*\[\d{1,6}\]\s"),
     re.compile(r"^\s{0,4}\d{1,6}: "),
+    re.compile(r"^\s*\((?:[\w.-]+, )?(?:rank=\d+, )?pid=\d+(?:, ip=[\w.:]+)?\)\s"),
 )
 # Header, device and footer lines, matched on the line without its leading ``#``.
 _VERSION_LINE = re.compile(r"^nccl-tests version\s+(\S+)(?:.*?nccl-library=(\d+))?")
 _STARTING = re.compile(r"^Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"^Collective test concluded:\s*(\S+)")
+_REDUCING = re.compile(r"^Reducing maxBytes to\s+(\d+)")
 _PARAMS = re.compile(r"^nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
 _STEP = re.compile(r"\bstep:\s*(\d+)\s*\((factor|bytes)\)")
 _USING_DEVICES = re.compile(r"^Using devices")
@@ -88,6 +91,9 @@ _RANK = re.compile(
 )
 _NCCL_VERSION = re.compile(r"(?:^|\s)NCCL version\s+(\d+\.\d+\.\d+)")
 _TABLE_HEAD = re.compile(r"^size\s+count\s+type\b")
+# nccl-tests before 2.0 printed the largest relative error ("error", a float such as 2e-07)
+# where later ones count wrong values ("#wrong"): that column is no count.
+_ERROR_COLUMN = re.compile(r"\berror\s*$")
 _OOB = re.compile(r"^Out of bounds values\s*:\s*(\d+)")
 _AVG = re.compile(r"^Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|inf)")
 _ERROR = re.compile(r"^error:\s*(.+)$")
@@ -110,7 +116,14 @@ _RUN_FAILURE = re.compile(
     r"Bus error|Floating point|Illegal)"
     r"|\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED"
     r"|\bSegmentation fault\b|\(core dumped\)"
+    r"|\bis aborting the MPI job\b"
+    r"|^ssh: connect to host \S+ port \d+: "
+    r"|\b(?:ORTE|PRTE) (?:was unable to reliably start|has lost communication with)"
+    r"|^Out of bounds values\s*:\s*[1-9]\d*\s+FAILED"
 )
+# Lines that explain a run that printed no table, when nothing above does: what NCCL or UCX
+# reported as it failed (a run with a table may print such lines and still be sound).
+_WEAK_FAILURE = re.compile(r"\bNCCL WARN\b|\bUCX\s+ERROR\b")
 # The node a failure line names: ``gpu01: Test NCCL failure``, `` .. gpu01 pid 25: Test failure``,
 # ``... on node gpu02 exited on signal 6``, ``srun: error: gpu02: task 1: ...``, ``STEP 7.0 ON gpu01``.
 _FAILURE_HOST = (
@@ -173,10 +186,15 @@ def strip_prefix(line: str) -> str:
     return line
 
 
-def failure_in(line: str) -> str | None:
-    """The failure a (framing-free) line reports, stripped; None when it reports none."""
+def failure_in(line: str, weak: bool = False) -> str | None:
+    """The failure a (framing-free) line reports, stripped; None when it reports none.
+
+    ``weak`` also takes NCCL WARN and UCX ERROR lines (the cause of a run without a table)."""
     stripped = line.strip()
-    return stripped if _RUN_FAILURE.search(stripped) else None
+    body = stripped.lstrip("#").strip()
+    if _RUN_FAILURE.search(body) or (weak and _WEAK_FAILURE.search(body)):
+        return stripped
+    return None
 
 
 def failure_hosts(text: str, rank_hosts: list | None = None) -> list[str]:
@@ -193,13 +211,14 @@ def failure_hosts(text: str, rank_hosts: list | None = None) -> list[str]:
     return []
 
 
-def find_failures(text: str, rank_hosts: list | None = None) -> list[dict]:
-    """Every failure line of a whole log: ``[{"line", "text", "hosts"}]`` (line numbers from 1)."""
+def find_failures(text: str, rank_hosts: list | None = None, weak: bool = False) -> list[dict]:
+    """Every failure line of a whole log: ``[{"line", "text", "hosts"}]`` (line numbers from 1);
+    ``weak`` adds NCCL WARN and UCX ERROR lines."""
     out = []
     if not isinstance(text, str):
         return out
     for line_no, raw in enumerate(text.splitlines(), start=1):
-        found = failure_in(strip_prefix(raw))
+        found = failure_in(strip_prefix(raw), weak)
         if found:
             out.append({"line": line_no, "text": found[:300], "hosts": failure_hosts(found, rank_hosts)})
     return out
@@ -300,6 +319,7 @@ def _new_state(file: str | None, line_no: int) -> dict:
         "max_bytes": None,
         "step": None,  # (value, "factor" | "bytes") from the parameter line
         "failures": [],
+        "error_column": False,  # the table's 4th figures are a relative error, not a count
     }
 
 
@@ -308,9 +328,10 @@ def _rank_hosts(ranks: dict) -> list:
 
 
 def _truncated(state: dict) -> bool:
-    """The table stopped before the largest size the run asked for: the next size would still fit."""
+    """The table stopped before the largest size the run asked for: the next size would still fit,
+    and no footer says the run got to its end."""
     rows, limit = state["rows"], state["max_bytes"]
-    if not rows or not limit:
+    if not rows or not limit or state["closed"]:
         return False
     largest = max(r["size"] for r in rows)
     value, kind = state["step"] or (2, "factor")
@@ -345,11 +366,12 @@ def _finish(state: dict) -> dict:
     }
 
 
-def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str]]:
+def parse_text(text: str, file: str | None = None, keep_empty: bool = False) -> tuple[list[dict], list[str]]:
     """Parse nccl-tests text output (a whole log) -> ``(runs, warnings)``.
 
-    A run with no result row (the test failed before its table) is not returned;
-    it becomes a warning naming the line and the failure text when there is one.
+    A run with no result row (the test failed before its table) becomes a warning naming
+    the line and the failure text when there is one; it is returned as well (with no rows,
+    what its header and device lines said) only with ``keep_empty``.
     """
     runs: list[dict] = []
     warnings: list[str] = []
@@ -367,6 +389,8 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
         else:
             detail = f": {state['errors'][0]}" if state["errors"] else ""
             warnings.append(f"{where}:{state['line']}: nccl-tests run has no result rows{detail}")
+            if keep_empty:
+                runs.append(_finish(state))
         state = None
 
     def open_run(line_no: int) -> dict:
@@ -407,7 +431,10 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
         if not commented:
             row = parse_row(stripped)
             if row is not None:
-                current(line_no)["rows"].append(row)
+                run = current(line_no)
+                if run["error_column"]:
+                    row.update(oop_wrong=None, ip_wrong=None)
+                run["rows"].append(row)
                 continue
             m = _NCCL_VERSION.search(stripped)
             if m and stripped.startswith("NCCL version"):
@@ -416,7 +443,7 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
                 elif state is None or state["closed"]:
                     pending_version = m.group(1)
                 continue
-        failed = failure_in(body)
+        failed = failure_in(stripped)
         if failed:
             # A failure belongs to the last run that started before it, finished or not.
             if state is not None:
@@ -425,7 +452,8 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
                     state["errors"].append(failed)
             else:
                 warnings.append(f"{where}:{line_no}: {failed}")
-            continue
+            if not _OOB.match(body):  # "Out of bounds values : N FAILED" is the footer as well
+                continue
         kind = None
         m = _VERSION_LINE.match(body)
         if m:
@@ -462,13 +490,20 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
             run["ranks"][int(m.group(1))] = (m.group(4), m.group(7))
             continue
         if _TABLE_HEAD.match(body):
-            current(line_no, header=True)
+            current(line_no, header=True)["error_column"] = bool(_ERROR_COLUMN.search(body))
+            continue
+        m = _REDUCING.match(body)
+        if m and state is not None and not state["rows"]:
+            state["max_bytes"] = int(m.group(1))
             continue
         m = _OOB.match(body)
-        if m and state is not None:
-            state["out_of_bounds"] = int(m.group(1))
+        if m:
+            # A footer with no run before it (an excerpt that starts there) is a run of its own.
+            (state if state is not None else current(line_no))["out_of_bounds"] = int(m.group(1))
             continue
         m = _AVG.match(body)
+        if m and state is None:
+            current(line_no)
         if m and state is not None:
             try:
                 state["avg_busbw"] = float(m.group(1))
@@ -497,6 +532,11 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
         if name and (state is None or state["closed"] or state["rows"]):
             pending_binary = name
     close()
+    if keep_empty and not runs and pending_binary:
+        # The launcher named the binary but nccl-tests printed no header (it failed to start).
+        state = _new_state(file, 0)
+        state["collective"] = pending_binary
+        runs.append(_finish(state))
     if not runs and not warnings:
         warnings.append(f"{where}: no nccl-tests run found")
     return runs, warnings
@@ -616,8 +656,9 @@ def looks_like_json(text: str) -> bool:
     return text.lstrip().startswith("{")
 
 
-def parse(text: str, file: str | None = None) -> tuple[list[dict], list[str]]:
-    """Parse either format (text or ``-J`` JSON, told apart by content) -> ``(runs, warnings)``."""
+def parse(text: str, file: str | None = None, keep_empty: bool = False) -> tuple[list[dict], list[str]]:
+    """Parse either format (text or ``-J`` JSON, told apart by content) -> ``(runs, warnings)``;
+    ``keep_empty`` as :func:`parse_text` takes it."""
     if not isinstance(text, str):
         return [], [f"{file or '<input>'}: input is not text"]
     if looks_like_json(text):
@@ -625,10 +666,10 @@ def parse(text: str, file: str | None = None) -> tuple[list[dict], list[str]]:
             doc = json.loads(text)
         except ValueError as exc:
             # A -J file cut short by a crash: say so, then try the text parser anyway.
-            runs, warnings = parse_text(text, file)
+            runs, warnings = parse_text(text, file, keep_empty)
             return runs, [f"{file or '<input>'}: invalid JSON ({exc}); read as text", *warnings]
         return parse_json_doc(doc, file)
-    return parse_text(text, file)
+    return parse_text(text, file, keep_empty)
 
 
 def busbw_at_largest(run: dict) -> float | None:

@@ -114,26 +114,34 @@ def acceptance_spec(brief: dict, pool, *, min_bytes=None, max_bytes=None) -> dic
 
 
 def parse_log(text, label: str | None = None, rc: int | None = None) -> dict:
-    """A launcher's output -> ``{"runs", "debug", "warnings", "busbw", "failures", "ended"}``.
+    """A launcher's output -> ``{"runs", "no_table", "debug", "warnings", "busbw", "failures", "ended"}``.
 
     ``debug`` is the NCCL_DEBUG=INFO evidence (or None), its ``file`` set to ``label``;
     ``busbw`` is the gated figure (out-of-place at the largest size) of the slowest run, None
     when no run printed a table; ``failures`` every failure line of the output (see
-    :func:`nccl_tests.find_failures`); ``ended`` how the run ended (:func:`run_end`), with
+    :func:`nccl_tests.find_failures`; without a table and without such a line, the first NCCL WARN
+    or UCX ERROR line); ``no_table`` the runs that printed a header but no result row;
+    ``ended`` how the run ended (:func:`run_end`), with
     ``rc`` the launcher's exit status when it is known.
     """
     text = text if isinstance(text, str) else ""
-    runs, warnings = nccl_tests.parse(text, label)
+    every, warnings = nccl_tests.parse(text, label, keep_empty=True)
+    runs = [r for r in every if r["rows"]]
     debug = None if nccl_tests.looks_like_json(text) else nccl_debug.parse_debug(text, label)
     figures = [acc.summarize_run(r)["busbw_largest"] for r in runs]
     figures = [f for f in figures if f is not None]
-    rank_hosts = next((r.get("rank_hosts") for r in runs if r.get("rank_hosts")), None)
+    rank_hosts = next((r.get("rank_hosts") for r in every if r.get("rank_hosts")), None)
     if nccl_tests.looks_like_json(text):
         failures = [f for r in runs for f in r.get("failures") or []]
     else:
         failures = nccl_tests.find_failures(text, rank_hosts)
+        if not failures and not runs:
+            # No table and no failure line: what NCCL or UCX reported is the cause.
+            failures = nccl_tests.find_failures(text, rank_hosts, weak=True)[:1]
     parsed = {
         "runs": runs,
+        # Runs that printed their header and devices but no table: who took part, for the messages.
+        "no_table": [r for r in every if not r["rows"]],
         "debug": debug,
         "warnings": warnings,
         "busbw": min(figures) if figures else None,
