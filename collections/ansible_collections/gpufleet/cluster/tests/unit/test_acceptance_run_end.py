@@ -195,3 +195,21 @@ def test_no_table_and_only_an_nccl_warn_fails_and_quotes_it():
     assert arun.parse_log(text.replace("maxBytes 8589934592", "maxBytes 1024") + table + "\n")["ended"]["status"] == (
         "completed"
     )
+
+
+@pytest.mark.parametrize(("asked", "severity"), [("8G", "warning"), ("16G", "error"), ("32G", "error")])
+def test_table_below_the_brief_size_fails_unless_a_smaller_size_was_asked(asked, severity):
+    # The healthy table reaches 8 GiB; the brief here wants 16 GiB; the run asked for `asked`
+    # (its parameter line), and nccl-tests lowered it to 8 GiB for memory where it was more.
+    size = acc.parse_size(asked)
+    text = HEALTHY.replace("maxBytes 8589934592", f"maxBytes {size}")
+    if size > 8 << 30:
+        text = text.replace(
+            "NCCL version 2.26.2", "Reducing maxBytes to 8589934592 due to memory limitation\nNCCL version 2.26.2"
+        )
+    spec = dict(SPEC, required_max_bytes="16G", max_bytes="16G")
+    parsed = arun.parse_log(text, "s", 0)
+    assert parsed["ended"]["status"] == "completed"
+    out = arun.evaluate_log(parsed, dict(spec, gpus_per_node=16), "single-node", host="gpu-a017", rc=0)
+    (v,) = [v for v in out if v["code"] == acc.NCCL_SIZE_TOO_SMALL]
+    assert v["severity"] == severity

@@ -320,6 +320,7 @@ def _new_state(file: str | None, line_no: int) -> dict:
         "step": None,  # (value, "factor" | "bytes") from the parameter line
         "failures": [],
         "error_column": False,  # the table's 4th figures are a relative error, not a count
+        "reduced_to": None,  # "Reducing maxBytes to N due to memory limitation"
     }
 
 
@@ -330,7 +331,7 @@ def _rank_hosts(ranks: dict) -> list:
 def _truncated(state: dict) -> bool:
     """The table stopped before the largest size the run asked for: the next size would still fit,
     and no footer says the run got to its end."""
-    rows, limit = state["rows"], state["max_bytes"]
+    rows, limit = state["rows"], state["reduced_to"] or state["max_bytes"]
     if not rows or not limit or state["closed"]:
         return False
     largest = max(r["size"] for r in rows)
@@ -494,7 +495,7 @@ def parse_text(text: str, file: str | None = None, keep_empty: bool = False) -> 
             continue
         m = _REDUCING.match(body)
         if m and state is not None and not state["rows"]:
-            state["max_bytes"] = int(m.group(1))
+            state["reduced_to"] = int(m.group(1))
             continue
         m = _OOB.match(body)
         if m:

@@ -32,7 +32,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.catalogue i
     get_topology,
     single_node_ceiling_gbps,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import violation
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import ERROR, violation
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import (
     effective_brief,
     multi_node_ceiling_gbps,
@@ -270,6 +270,20 @@ def evaluate_log(
     elif scope in ("single-node", "loopback") and gpus:
         kwargs["expected_ranks"] = gpus
     out = acc.evaluate_runs(runs, floor, int(spec.get("max_wrong") or 0), **kwargs)
+    # What the run was asked for: its own parameter line, else the spec's size.
+    asked = max((r["max_bytes"] for r in runs if r.get("max_bytes")), default=None)
+    asked = asked or acc.parse_size(spec.get("max_bytes"))
+    required = acc.parse_size(spec.get("required_max_bytes"))
+    if asked and required and asked >= required:
+        # The run was asked for the brief's size and stopped below it (nccl-tests lowers maxBytes
+        # to what the GPU memory holds, or the run was cut): the brief's size was not measured.
+        # A smaller size asked on purpose (acceptance_max_bytes) stays a warning.
+        out = [
+            dict(v, severity=ERROR, message=v["message"] + f" (it was asked for {acc.human_size(asked)})")
+            if v["code"] == acc.NCCL_SIZE_TOO_SMALL
+            else v
+            for v in out
+        ]
     if "failures" not in parsed and isinstance(output, str):
         parsed = dict(parsed, failures=nccl_tests.find_failures(output))
     ended = run_end(parsed, rc if rc is not None else (parsed.get("ended") or {}).get("rc"))
