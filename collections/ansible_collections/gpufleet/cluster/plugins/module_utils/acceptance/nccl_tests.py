@@ -16,8 +16,9 @@ Reads every text format in use:
   ``--tag-output`` (``[1,0]<stdout>:``), MPICH / Intel MPI ``-prepend-rank``
   (``[0] ``), ``srun --label`` (``0: ``), Kubernetes log prefixes (an RFC 3339
   timestamp, with the container runtime's ``stdout F `` after it, or
-  ``kubectl logs --prefix``'s ``[pod/name/container] ``), ANSI colour codes,
-  tabs and CRLF line ends; MPI / pmix / pyxis warnings between header lines,
+  ``kubectl logs --prefix``'s ``[pod/name/container] ``), Ray's / SkyPilot's
+  ``(head, rank=0, pid=3808) ``, indented or not; ANSI colour codes, tabs and
+  CRLF line ends; MPI / pmix / pyxis warnings between header lines,
   NCCL INFO lines between rows;
 * header, device and footer lines with or without their ``#`` (log collectors
   and some launchers drop it); device lines with a ``Group`` field (2.13 and
@@ -25,8 +26,12 @@ Reads every text format in use:
 * how a run ended: ``completed`` (its footer was printed), the failure lines
   printed anywhere in the log (``Test NCCL failure``, ``Test CUDA failure``,
   ``Test failure``, an MPI abort, a rank or srun task that died, a Slurm step
-  cancelled) with the node each one names (:func:`find_failures`), and whether
-  the table stopped before the largest size the run asked for (``truncated``);
+  cancelled, ``Out of bounds values : N FAILED``) with the node each one names
+  (:func:`find_failures`), and whether the table stopped, with no footer,
+  before the largest size the run asked for (``truncated``); ``keep_empty``
+  also returns the runs that printed no table (what their header said);
+* the old ``error`` column (a relative error, so ``#wrong`` is None), nccl-tests'
+  ``Reducing maxBytes to N`` (memory), a footer with no table before it;
 * several runs in one log (split on the header lines), single-size runs,
   ``N/A`` in ``#wrong`` (``-c 0``), the ``Out of bounds`` / ``Avg bus bandwidth``
   footer, a run that failed before its table (reported as a warning);
