@@ -135,6 +135,11 @@ FAILURES = [
         ["gpu-b002"],
     ),
     (" .. gpu-b002 pid 51209: Test failure common.cu:915", ["gpu-b002"]),
+    (
+        "     2097152         32768     float    none      -1 gpu-b002: Test CUDA failure common.cu:389 "
+        "'an illegal memory access was encountered'",
+        ["gpu-b002"],
+    ),
     ("gpu-c004: Test CUDA failure common.cu:1002 'system not yet initialized'", ["gpu-c004"]),
     ("MPI_ABORT was invoked on rank 9 in communicator MPI_COMM_WORLD", ["gpu-b002"]),
     ("mpirun noticed that process rank 9 with PID 0 on node gpu-b002 exited on signal 6 (Aborted).", ["gpu-b002"]),

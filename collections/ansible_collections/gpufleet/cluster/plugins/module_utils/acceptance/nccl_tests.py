@@ -132,7 +132,8 @@ _WEAK_FAILURE = re.compile(r"\bNCCL WARN\b|\bUCX\s+ERROR\b")
 # The node a failure line names: ``gpu01: Test NCCL failure``, `` .. gpu01 pid 25: Test failure``,
 # ``... on node gpu02 exited on signal 6``, ``srun: error: gpu02: task 1: ...``, ``STEP 7.0 ON gpu01``.
 _FAILURE_HOST = (
-    re.compile(r"^(?:\.\.\s+)?([\w.-]+?)(?:\s+pid\s+\d+)?:\s+Test (?:NCCL |CUDA |NVML )?failure"),
+    # Also where the failure cut a table row: ``  2097152  32768  float  none  -1 node0: Test CUDA failure``.
+    re.compile(r"(?:^|\s)(?:\.\.\s+)?([\w.-]+?)(?:\s+pid\s+\d+)?:\s+Test (?:NCCL |CUDA |NVML )?failure"),
     re.compile(r"\bon node ([\w.-]*[A-Za-z_][\w.-]*)"),  # not Intel MPI's "on node 9" (a rank)
     re.compile(r"^srun: error: ([\w.-]+): task"),
     re.compile(r"\b(?:STEP|JOB) \S+ ON ([\w.-]+) CANCELLED"),
