@@ -75,9 +75,14 @@ def _wrong(runs: list[dict]) -> int | None:
     return sum(values) if values else None
 
 
-def _transport(debug: dict | None) -> str | None:
-    """The corpus's names: IB, RoCE, Socket, OFI (EFA), IBext; None on one node or without NCCL lines."""
-    if not debug or ((debug.get("nnodes") or 0) < 2 and len([h for h in debug["hosts"] if h != "unknown"]) < 2):
+def _transport(debug: dict | None, run_hosts: list[str] | None = None) -> str | None:
+    """The corpus's names: IB, RoCE, Socket, OFI (EFA), IBext; None on one node or without NCCL lines.
+
+    How many nodes took part: NCCL's nNodes, the hosts of its lines, or the run's device lines."""
+    if not debug:
+        return None
+    debug_hosts = [h for h in debug["hosts"] if h != "unknown"]
+    if max(debug.get("nnodes") or 0, len(debug_hosts), len(run_hosts or [])) < 2:
         return None
     # Without a "Using network" line, the network the channels went through (NET/<name>/...).
     via = [t.split("/")[1] for t in debug.get("transports") or {} if t.startswith("NET/")]
@@ -138,7 +143,7 @@ def observed(text: str, name: str) -> dict:
         if top
         else None,
         "rows": len(rows),
-        "transport": _transport(parsed["debug"]),
+        "transport": _transport(parsed["debug"], first.get("hosts")),
         "intra": _intra(parsed["debug"]),
     }
 
@@ -185,5 +190,6 @@ def test_corpus_manifest_is_absent_or_well_formed():
         pytest.skip(f"no NCCL corpus manifest at {MANIFEST}")
     for entry in ENTRIES:
         assert (CORPUS / entry["file"]).is_file(), entry["file"]
-        assert entry.get("source"), f"{entry['file']}: no source"
+        # Each fixture is our own text modelled on a published output, named here.
+        assert entry.get("modelled_on"), f"{entry['file']}: no modelled_on"
         assert isinstance(entry.get("expected"), dict), f"{entry['file']}: no expected values"

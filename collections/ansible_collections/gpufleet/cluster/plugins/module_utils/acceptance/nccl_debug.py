@@ -55,6 +55,9 @@ _GDR_HCA = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for HCA", re.I)
 _NVLS_CHANNELS = re.compile(r"\b(\d+)\s+nvls channels\b")
 _NVLS_CONNECTED = re.compile(r"Connected NVLS|NVLS comm 0x|nvls.*Connected", re.I)
 _NNODES = re.compile(r"\bnNodes\s+(\d+)\b")
+# A warning of a network transport names it first ("NET/IB : Got completion from peer ..."): the run
+# went through that network, though it may have died before printing "Using network".
+_WARN_NET = re.compile(r"^NET/(\w+)\s*:")
 _NRANKS = re.compile(r"\bnranks\s+(\d+)\b", re.I)
 
 SOCKET = "Socket"
@@ -119,6 +122,7 @@ def parse_debug(text: str, file: str | None = None) -> dict | None:
     nnodes: int | None = None
     nranks: int | None = None
     warnings: list[str] = []
+    warn_networks: list[str] = []
     for raw in text.splitlines():
         line = _strip(raw)
         if "NCCL " not in line:
@@ -136,6 +140,9 @@ def parse_debug(text: str, file: str | None = None) -> dict | None:
         if m.group("level") == "WARN":
             if len(warnings) < 20:
                 warnings.append(msg)
+            wn = _WARN_NET.match(msg)
+            if wn and wn.group(1) not in warn_networks:
+                warn_networks.append(wn.group(1))
             continue
         vm = _VERSION.search(msg)
         if vm and msg.startswith("NCCL version"):
@@ -194,9 +201,11 @@ def parse_debug(text: str, file: str | None = None) -> dict | None:
             nranks = max(nranks or 0, int(nr.group(1)))
     if not info_lines:
         return None
-    network = networks[0] if networks else None
+    # "Using network" says it; failing that, the network a warning came from.
+    network = networks[0] if networks else (warn_networks[0] if warn_networks else None)
     socket_fallback = (
         any(n == SOCKET for n in networks)
+        or network == SOCKET
         or any(t.startswith("NET/Socket") for t in transports)
         or (no_ib_device and not ib_devices and network in (None, SOCKET))
     )
