@@ -32,7 +32,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.compat impo
 CHECKED = "2026-12-02"
 CHECKED_AGAIN = "2026-12-03"
 CHECKED_PAIRS = "2026-12-04"
-CHECK_DATES: tuple[str, ...] = (CHECKED, CHECKED_AGAIN, CHECKED_PAIRS)
+CHECKED_PUBLISHED = "2026-12-06"
+CHECK_DATES: tuple[str, ...] = (CHECKED, CHECKED_AGAIN, CHECKED_PAIRS, CHECKED_PUBLISHED)
 
 OSES: tuple[str, ...] = ("debian12", "debian13", "ubuntu2204", "ubuntu2404", "rhel9")
 ARCHES: tuple[str, ...] = ("x86_64", "aarch64")
@@ -71,9 +72,21 @@ COMPONENTS: tuple[str, ...] = (
 # lowest driver branch an accelerator of the catalogue needs (module_utils/brief/catalogue.py), and
 # the branches where NVIDIA's packaging changed (580, 590). Tests walk every one of them.
 KNOWN_VERSIONS: dict[str, tuple[str, ...]] = {
-    "driver": ("535.261.03", "550.163.01", "560.35.05", "570.133.20", "575.57.08", "580.95.05", "590.48.01"),
+    "driver": (
+        "535.261.03",
+        "550.163.01",
+        "560.35.05",
+        "570.133.20",
+        "575.57.08",
+        "580.95.05",
+        "580.126.09",
+        "580.159.04",
+        "580.173.10",
+        "590.48.01",
+        "595.91.07",
+    ),
     "cuda": ("12.4", "12.6", "12.8", "12.9", "13.0"),
-    "nccl": ("2.26.2", "2.27.7"),
+    "nccl": ("2.26.2", "2.27.7", "2.29.2", "2.30.4"),
     "dcgm": ("4.2.3", "4.4.0"),
     "container-toolkit": ("1.17.5", "1.17.8", "1.18.0"),
     "doca-ofed": ("2.9.1", "2.10.0", "3.1.0", "3.2.0"),
@@ -161,6 +174,12 @@ _CUDA_1302 = "https://docs.nvidia.com/cuda/archive/13.0.2/cuda-toolkit-release-n
 _GDS_GUIDE = "https://docs.nvidia.com/gpudirect-storage/troubleshooting-guide/installing-gpudirect-storage.html"
 _DOCA_PROFILES = "https://docs.nvidia.com/doca/sdk/nvidia+doca+profiles"
 _ROLE = "gpufleet roles (no vendor source found here)"
+_CRM = "https://github.com/NVIDIA/cuda-repo-management/issues/"
+_UBU2404_SBSA_LISTING = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/"
+_DOCA_SUPPORT_321 = "https://docs.nvidia.com/doca/archive/3-2-1/general-support/index.html"
+_DOCA_DEB_290 = "https://linux.mellanox.com/public/repo/doca/2.9.0/debian12.5/x86_64/"
+_NCCL_2281 = "https://github.com/NVIDIA/nccl/issues/2281"
+_DRV_620 = _DRV_GUIDE + "620/pdf/Driver_Installation_Guide.pdf"
 
 _NO_SOURCE = "gpufleet's value; no vendor page or file showing it was found here"
 
@@ -170,12 +189,6 @@ _APT = _DEB + _UBU
 _RHEL = ("rhel9",)
 _X86 = ("x86_64",)
 _ARM = ("aarch64",)
-
-_DEB_UNCHANGED = (
-    "Debian keeps gpufleet's names: the lab runs this path and no source for NVIDIA's Debian "
-    "repository was found here; NVIDIA's Ubuntu and RHEL repositories dropped the branch from these "
-    "names at 580, so Debian's probably did too (reported, not changed)"
-)
 
 
 ROWS: tuple[Row, ...] = (
@@ -212,7 +225,28 @@ ROWS: tuple[Row, ...] = (
         "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/{repo_arch}/",
         Source(_GDC + "ubuntu24.04/install.sh"),
     ),
-    Row("cuda-repo", "key_file", "3bf863cc.pub", Source(_CUDA_KEY), oses=_APT, doc="signing key, in the repository"),
+    Row(
+        "cuda-repo",
+        "key_file",
+        "3bf863cc.pub",
+        Source(_CUDA_KEY),
+        oses=("debian12", *_UBU),
+        doc="signing key, in the repository",
+    ),
+    Row(
+        "cuda-repo",
+        "key_file",
+        "8793F200.pub",
+        Source(
+            _CRM + "39",
+            note="NVIDIA staff: only the new Debian 13 repository is signed with the new key (fingerprint "
+            "02182E60104FCDC26EAE1B8597A5D4CB8793F200, ending 8793F200; also issues 30 and 34), since trixie's apt "
+            "(sqv) rejects 3bf863cc's SHA1 binding from 2026-02-01; the file name debian13/x86_64/8793F200.pub as "
+            "several public install scripts fetch it (NVIDIA's own listing not read here)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+    ),
     Row("cuda-repo", "key_file", "D42D0685.pub", Source(_CUDA_KEY), oses=_RHEL),
     # ---- driver ----
     Row("driver", "package_version", "{version}-1", Source(_ROLE, False, "the lab's stand-ins carry it"), oses=_DEB),
@@ -220,22 +254,58 @@ ROWS: tuple[Row, ...] = (
         "driver",
         "package_version",
         "{version}-0ubuntu1",
-        Source(_DRV_GUIDE + "ubuntu.html", False, "NVIDIA's Ubuntu driver packages; not re-read here"),
+        Source(
+            _UBU2404_SBSA_LISTING,
+            False,
+            "the repository listing quoted in public notes shows cuda-drivers-580 580.65.06, 580.82.07, 580.95.05 and "
+            "580.105.08 as -0ubuntu1; releases before 580 were not re-read, and one public script pins "
+            "nvidia-open-570=570.148.08-1ubuntu1, so the suffix is not a rule below 580 either: the host must "
+            "resolve it from the repository",
+            checked=CHECKED_PUBLISHED,
+        ),
         oses=_UBU,
-        below="590",
+        below="580.126.09",
     ),
     Row(
         "driver",
         "package_version",
         "{version}-1ubuntu1",
         Source(
-            _GDC_590,
-            False,
-            "NVIDIA's driver container pins '<version>*' from 590; one public install script pins "
-            "nvidia-driver-open=610.43.02-1ubuntu1",
+            _UBU2404_SBSA_LISTING,
+            note="the same listing: cuda-drivers-580 580.126.09, 580.126.16, 580.126.20, 580.159.03 and later are "
+            "-1ubuntu1 (the suffix follows the release, not the branch)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="580.126.09",
+        below="590",
+    ),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-0ubuntu1",
+        Source(
+            _UBU2404_SBSA_LISTING,
+            note="apt-cache madison nvidia-open as quoted in public notes: 590.48.01-0ubuntu1 (no other 590 release "
+            "was seen)",
+            checked=CHECKED_PUBLISHED,
         ),
         oses=_UBU,
         minimum="590",
+        below="591",
+    ),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-1ubuntu1",
+        Source(
+            _UBU2404_SBSA_LISTING,
+            note="apt-cache madison nvidia-open as quoted in public notes: 595.91.07-1ubuntu1, 610.57.04-1ubuntu1; "
+            "one public install script pins nvidia-driver-open=610.43.02-1ubuntu1",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="591",
     ),
     Row("driver", "package_version", "{version}", Source(_DRV_LOCK, note="dnf takes name-version"), oses=_RHEL),
     Row(
@@ -329,13 +399,47 @@ ROWS: tuple[Row, ...] = (
         oses=_RHEL,
     ),
     Row(
+        "driver",
+        "published",
+        False,
+        Source(
+            _CRM + "38",
+            False,
+            "NVIDIA's debian13 repository carried the 590 branch and later only: the 580 branch was missing from "
+            "February 2026 (issues 38 and 40, NVIDIA staff moved the request there); issue 38 was still open at its "
+            "last comment read (2026-08-04), so whether 580 has since been added is not known here",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+        below="590",
+        doc="whether NVIDIA's repository for the OS carries the driver branch",
+    ),
+    Row(
+        "driver",
+        "published.proprietary",
+        False,
+        Source(
+            _DRV_620,
+            note="Driver Installation Guide, Release 620, Recent Updates: 'Proprietary Kernel Modules Removed'",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="620",
+        doc="whether the proprietary kernel modules are published for the driver",
+    ),
+    Row(
         "driver", "persistenced_packages", ["nvidia-persistenced"], Source(_ROLE, False, _NO_SOURCE), oses=_DEB + _RHEL
     ),
     Row(
         "driver",
         "persistenced_packages",
-        [],
-        Source(_ROLE, False, "nvidia-persistenced comes with nvidia-compute-utils-<branch>"),
+        ["nvidia-persistenced"],
+        Source(
+            "https://docs.nvidia.com/deploy/driver-persistence/index.html#persistence-daemon",
+            note="NVIDIA's Ubuntu repository ships nvidia-persistenced as a package of its own at the driver's version "
+            "(public install scripts pin nvidia-persistenced=570.148.08-1ubuntu1 beside nvidia-open-570); left "
+            "unpinned, a newer one pulls a newer libnvidia-cfg1 onto a pinned driver",
+            checked=CHECKED_PUBLISHED,
+        ),
         oses=_UBU,
     ),
     Row(
@@ -363,8 +467,27 @@ ROWS: tuple[Row, ...] = (
         "fabricmanager",
         "packages",
         ["nvidia-fabricmanager-{branch}"],
-        Source(_ROLE, False, _DEB_UNCHANGED),
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+            note="the listing as a public install script quotes it: nvidia-fabricmanager-570_570.172.08-1, "
+            "nvidia-fabricmanager-575_575.57.08-1",
+            checked=CHECKED_PUBLISHED,
+        ),
         oses=_DEB,
+        below="580",
+    ),
+    Row(
+        "fabricmanager",
+        "packages",
+        ["nvidia-fabricmanager"],
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+            note="the same listing: from 580 nvidia-fabricmanager_580.65.06-1 (no branch in the name, as on Ubuntu "
+            "and RHEL); NVIDIA's driver container hit the same rename (gpu-driver-container pull 451)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_DEB,
+        minimum="580",
     ),
     Row(
         "fabricmanager",
@@ -398,13 +521,43 @@ ROWS: tuple[Row, ...] = (
         oses=_RHEL,
         minimum="580",
     ),
-    Row("fabricmanager", "package_version", "{version}-1", Source(_ROLE, False, _DEB_UNCHANGED), oses=_DEB),
     Row(
         "fabricmanager",
         "package_version",
         "{version}-1",
-        Source(_GDC_580, note="'-1', not the driver's '-0ubuntu1'"),
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+            note="the listing as a public install script quotes it: <name>_<version>-1_amd64.deb before and from 580",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_DEB,
+    ),
+    Row(
+        "fabricmanager",
+        "package_version",
+        "{version}-1",
+        Source(
+            _GDC_580,
+            note="'-1', not the driver's '-0ubuntu1'; public install scripts fetch nvidia-fabricmanager_580.95.05-1, "
+            "_580.126.09-1 and _580.126.20-1 from NVIDIA's Ubuntu repositories (releases between 580.126.20 and "
+            "580.173 not read)",
+            checked=CHECKED_PUBLISHED,
+        ),
         oses=_UBU,
+        below="580.173",
+    ),
+    Row(
+        "fabricmanager",
+        "package_version",
+        "{version}-1ubuntu1",
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/",
+            note="nvidia-fabricmanager_580.173.10-1ubuntu1 as a public note installs it from NVIDIA's Ubuntu 24.04 "
+            "driver repository",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="580.173",
         below="590",
     ),
     Row(
@@ -529,6 +682,74 @@ ROWS: tuple[Row, ...] = (
         oses=_RHEL,
     ),
     Row("nccl", "package_version", "{version}-1+cuda{cuda}", Source(_NCCL_GUIDE)),
+    Row(
+        "nccl",
+        "built_for_cuda",
+        ["12.8"],
+        Source(
+            _NCCL_GUIDE,
+            False,
+            "only the pair public install scripts pin from NVIDIA's Ubuntu repository (libnccl2=2.26.2-1+cuda12.8) "
+            "was read; the repository's full listing of 2.26.2 was not",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="2.26.2",
+        below="2.26.3",
+        doc="the CUDA minors NVIDIA built an NCCL release for (its +cuda<major.minor> packages)",
+    ),
+    Row(
+        "nccl",
+        "built_for_cuda",
+        ["13.0"],
+        Source(
+            _NCCL_GUIDE,
+            False,
+            "only the pair public install scripts pin from NVIDIA's Ubuntu repository (libnccl2=2.27.7-1+cuda13.0) "
+            "was read; the repository's full listing of 2.27.7 was not",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="2.27.7",
+        below="2.27.8",
+    ),
+    Row(
+        "nccl",
+        "built_for_cuda",
+        ["13.1"],
+        Source(
+            _NCCL_2281,
+            False,
+            "libnccl2=2.29.2-1+cuda13.1 as public install scripts pin it; a public check of NVIDIA's RHEL 9 "
+            "listings (x86_64 and sbsa) found no 2.29.2+cuda13.0; the full listing was not read",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="2.29.2",
+        below="2.29.3",
+    ),
+    Row(
+        "nccl",
+        "built_for_cuda",
+        ["12.9", "13.2"],
+        Source(
+            _NCCL_2281,
+            note="NVIDIA's RHEL 9 x86_64 listing as the issue quotes it: libnccl 2.30.3 and 2.30.4 for cuda12.9 and "
+            "cuda13.2 only (none for 13.0)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="2.30.3",
+        below="2.30.5",
+    ),
+    Row(
+        "nccl",
+        "built_for_cuda",
+        ["12.9", "13.3"],
+        Source(
+            _NCCL_2281,
+            note="the same listing: libnccl 2.30.7 for cuda12.9 and cuda13.3 only",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="2.30.7",
+        below="2.30.8",
+    ),
     # ---- DCGM ----
     Row(
         "dcgm",
@@ -568,6 +789,19 @@ ROWS: tuple[Row, ...] = (
         {"12": "4.2.3", "13": "4.4.0"},
         Source(_DCGM_EXP, note="DCGM 4.4 is the first with CUDA 13 (datacenter-gpu-manager-4-cuda13)"),
         doc="DCGM release per CUDA major",
+    ),
+    Row(
+        "dcgm",
+        "published",
+        False,
+        Source(
+            _CRM + "41",
+            note="NVIDIA staff: DCGM is published in the amzn2023, azl3, debian12, rhel8, rhel9, rhel10, sles15, "
+            "ubuntu2204 and ubuntu2404 CUDA repositories, not debian13",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+        doc="whether NVIDIA's repository for the OS carries the component",
     ),
     Row("dcgm", "unit", "nvidia-dcgm", Source("https://docs.nvidia.com/datacenter/dcgm/latest/installation.html")),
     Row("dcgm", "hostengine_port", 5555, Source("https://docs.nvidia.com/datacenter/dcgm/latest/installation.html")),
@@ -652,9 +886,53 @@ ROWS: tuple[Row, ...] = (
     Row(
         "doca-ofed",
         "distro",
-        "debian{os_major}",
-        Source(_ROLE, False, "DOCA's Debian path not confirmed here (the lab uses the inbox stack)"),
+        "debian{doca_debian_release}",
+        Source(_DOCA_DEB_290, note="before 3.2 DOCA's Debian repositories are per point release (debian12.5)"),
         oses=_DEB,
+        below="3.2",
+    ),
+    Row(
+        "doca-ofed",
+        "distro",
+        "debian{os_major}",
+        Source(
+            _DOCA_SUPPORT_321,
+            note="from DOCA 3.2 the host drivers are built by DKMS and DOCA-Host is published per major OS release "
+            "only, no longer per minor release",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_DEB,
+        minimum="3.2",
+    ),
+    Row(
+        "doca-ofed",
+        "debian_release",
+        "12.5",
+        Source(
+            _DOCA_DEB_290,
+            False,
+            "read for DOCA 2.9.0 only (a public install script taking the URL from NVIDIA's DOCA downloads page); "
+            "the point release of the other releases before 3.2 was not read here: set rdma_doca_debian_release "
+            "when NVIDIA's listing says otherwise",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian12",),
+        below="3.2",
+        doc="the Debian point release DOCA publishes a repository for (before 3.2)",
+    ),
+    Row(
+        "doca-ofed",
+        "debian_release",
+        "{os_major}",
+        Source(
+            _ROLE,
+            False,
+            "no DOCA repository for Debian 13 before 3.2 was found here (searched the code and issue corpora for "
+            "doca/<release>/debian13); the major release is used",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+        below="3.2",
     ),
     Row(
         "doca-ofed",
@@ -781,6 +1059,19 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "dcgm-exporter",
+        "published",
+        False,
+        Source(
+            _CRM + "41",
+            False,
+            "the exporter ships in NVIDIA's CUDA repository beside DCGM, which is not published for debian13; the "
+            "exporter's own debian13 listing was not read here",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+    ),
+    Row(
+        "dcgm-exporter",
         "unit",
         "nvidia-dcgm-exporter",
         Source(
@@ -902,6 +1193,12 @@ def _placeholders(os: str, arch: str, version: str | None, context: dict[str, An
     if "cuda" in values:
         values.setdefault("cuda_major", str(values["cuda"]).split(".")[0])
         values.setdefault("cuda_dash", str(values["cuda"]).replace(".", "-"))
+    if "doca_debian_release" not in values:
+        # The Debian point release of DOCA's repository, for the DOCA release asked (the context's, or
+        # the version itself when the question is about DOCA).
+        doca = values.get("doca") or version
+        release = find("doca-ofed", "debian_release", os, arch, str(doca)) if doca else None
+        values["doca_debian_release"] = _fill(release.value, values) if release else values["os_major"]
     if "doca" in values and "doca_distro" not in values:
         distro = find("doca-ofed", "distro", os, arch, str(values["doca"]))
         values["doca_distro"] = _fill(distro.value, values) if distro else ""
