@@ -1173,6 +1173,16 @@ def os_key(distribution: str, major: str | int) -> str | None:
     return key if key in OSES else None
 
 
+# The brief's ``cluster.os`` values → the matrix's OS keys.
+BRIEF_OS: dict[str, str] = {
+    "debian-12": "debian12",
+    "debian-13": "debian13",
+    "ubuntu-22.04": "ubuntu2204",
+    "ubuntu-24.04": "ubuntu2404",
+    "rocky-9": "rhel9",
+}
+
+
 def _placeholders(os: str, arch: str, version: str | None, context: dict[str, Any]) -> dict[str, Any]:
     facts = OS_FACTS[os]
     major_minor = facts["distribution_version"].split(".")
@@ -1249,6 +1259,7 @@ def unconfirmed() -> list[Row]:
 
 __all__ = [
     "ARCHES",
+    "BRIEF_OS",
     "CHECKED",
     "CHECKED_AGAIN",
     "CHECK_DATES",
