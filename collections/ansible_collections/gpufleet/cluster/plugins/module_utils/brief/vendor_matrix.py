@@ -175,13 +175,18 @@ _GDS_GUIDE = "https://docs.nvidia.com/gpudirect-storage/troubleshooting-guide/in
 _DOCA_PROFILES = "https://docs.nvidia.com/doca/sdk/nvidia+doca+profiles"
 _ROLE = "gpufleet roles (no vendor source found here)"
 _CRM = "https://github.com/NVIDIA/cuda-repo-management/issues/"
+_DEB13_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64/"
+_DEB_PINS = (
+    "public install scripts pin them from NVIDIA's Debian repositories (cuda-keyring): "
+    "nvidia-driver-cuda=595.91.07-1, nvidia-kernel-open-dkms=595.91.07-1, libcuda1=595.91.07-1 (debian13); "
+    "nvidia-driver-cuda=580.126.20-1, nvidia-kernel-dkms=580.126.20-1 (debian12)"
+)
 _UBU2404_SBSA_LISTING = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/"
 _DOCA_SUPPORT_321 = "https://docs.nvidia.com/doca/archive/3-2-1/general-support/index.html"
 _DOCA_DEB_290 = "https://linux.mellanox.com/public/repo/doca/2.9.0/debian12.5/x86_64/"
 _NCCL_2281 = "https://github.com/NVIDIA/nccl/issues/2281"
 _DRV_620 = _DRV_GUIDE + "620/pdf/Driver_Installation_Guide.pdf"
 
-_NO_SOURCE = "gpufleet's value; no vendor page or file showing it was found here"
 
 _DEB = ("debian12", "debian13")
 _UBU = ("ubuntu2204", "ubuntu2404")
@@ -249,7 +254,13 @@ ROWS: tuple[Row, ...] = (
     ),
     Row("cuda-repo", "key_file", "D42D0685.pub", Source(_CUDA_KEY), oses=_RHEL),
     # ---- driver ----
-    Row("driver", "package_version", "{version}-1", Source(_ROLE, False, "the lab's stand-ins carry it"), oses=_DEB),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-1",
+        Source(_DEB13_REPO, note=_DEB_PINS, checked=CHECKED_PUBLISHED),
+        oses=_DEB,
+    ),
     Row(
         "driver",
         "package_version",
@@ -312,14 +323,14 @@ ROWS: tuple[Row, ...] = (
         "driver",
         "packages.open",
         ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"],
-        Source(_ROLE, False, "compute-only driver of NVIDIA's Debian repository; not re-read here"),
+        Source(_DEB13_REPO, note="the compute-only driver; " + _DEB_PINS, checked=CHECKED_PUBLISHED),
         oses=_DEB,
     ),
     Row(
         "driver",
         "packages.proprietary",
         ["nvidia-driver-cuda", "nvidia-kernel-dkms"],
-        Source(_ROLE, False, "compute-only driver of NVIDIA's Debian repository; not re-read here"),
+        Source(_DEB13_REPO, note="the compute-only driver; " + _DEB_PINS, checked=CHECKED_PUBLISHED),
         oses=_DEB,
     ),
     Row(
@@ -427,7 +438,18 @@ ROWS: tuple[Row, ...] = (
         doc="whether the proprietary kernel modules are published for the driver",
     ),
     Row(
-        "driver", "persistenced_packages", ["nvidia-persistenced"], Source(_ROLE, False, _NO_SOURCE), oses=_DEB + _RHEL
+        "driver",
+        "persistenced_packages",
+        ["nvidia-persistenced"],
+        Source(
+            _ROLE,
+            False,
+            "public install scripts pin nvidia-persistenced=<version>-1 beside the driver on Debian (575.57.08-1), "
+            "but from which repository was not shown; NVIDIA's Debian and RHEL listings for it were searched "
+            "for (nvidia-persistenced_<version>) and not found here",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_DEB + _RHEL,
     ),
     Row(
         "driver",
@@ -447,11 +469,10 @@ ROWS: tuple[Row, ...] = (
         "dependencies",
         ["libcuda1", "nvidia-smi"],
         Source(
-            "https://packages.debian.org/bookworm/libcuda1",
-            False,
-            "Debian's own names for the CUDA driver library and nvidia-smi; what nvidia-driver-cuda pulls in "
-            "from NVIDIA's Debian repository was not read here",
-            checked=CHECKED_AGAIN,
+            _DEB13_REPO,
+            note="libcuda1 and nvidia-smi at the driver's <version>-1 from NVIDIA's Debian repositories as public "
+            "install scripts pin them (libcuda1=595.91.07-1, nvidia-smi=<version>-1)",
+            checked=CHECKED_PUBLISHED,
         ),
         oses=_DEB,
         doc="packages the driver packages pull in (the test doubles build them)",
@@ -460,7 +481,13 @@ ROWS: tuple[Row, ...] = (
         "driver",
         "unit.persistenced",
         "nvidia-persistenced",
-        Source(_ROLE, False, "gpufleet's value; no vendor page or file showing it was found here"),
+        Source(
+            "https://docs.nvidia.com/deploy/driver-persistence/index.html#persistence-daemon",
+            False,
+            "public install scripts run 'systemctl enable --now nvidia-persistenced' after installing NVIDIA's "
+            "Debian 13 packages; the unit file itself was not read here",
+            checked=CHECKED_PUBLISHED,
+        ),
     ),
     # ---- fabric manager and NSCQ (NVSwitch systems) ----
     Row(
@@ -587,7 +614,13 @@ ROWS: tuple[Row, ...] = (
         "imex",
         "packages",
         [],
-        Source(_ROLE, False, "no source for NVIDIA's Debian IMEX packages found here (reported)"),
+        Source(
+            _ROLE,
+            False,
+            "no source for NVIDIA's Debian IMEX packages found here (searched the code corpus for "
+            "repos/debian12/x86_64/nvidia-imex and nvidia-imex=<version> pins; none): none installed",
+            checked=CHECKED_PUBLISHED,
+        ),
         oses=_DEB,
     ),
     Row("imex", "packages", [], Source(_GDC_580, note="IMEX packages exist from 550"), oses=_UBU + _RHEL, below="550"),
@@ -634,14 +667,26 @@ ROWS: tuple[Row, ...] = (
     Row(
         "cuda",
         "package_versions",
-        {"12.4": "12.4.1-1", "12.6": "12.6.3-1", "12.8": "12.8.1-1", "12.9": "12.9.1-1"},
+        {"12.4": "12.4.1-1"},
         Source(
             "https://docs.nvidia.com/cuda/archive/",
             False,
-            "the last update of each minor (12.4.1, 12.6.3, 12.8.1, 12.9.1) from the release-notes archive; "
-            "package strings not re-read here",
+            "the last update of 12.4 (12.4.1) from the release-notes archive; the package string was searched for "
+            "(cuda-toolkit-12-4=12.4.1-1, cuda-toolkit-12-4_12.4.1-1) and not found here",
+            checked=CHECKED_PUBLISHED,
         ),
         doc="cuda-toolkit-<major>-<minor> version per CUDA minor (its last update)",
+    ),
+    Row(
+        "cuda",
+        "package_versions",
+        {"12.6": "12.6.3-1", "12.8": "12.8.1-1", "12.9": "12.9.1-1"},
+        Source(
+            "https://docs.nvidia.com/cuda/archive/",
+            note="the last update of each minor; public install scripts pin cuda-toolkit-12-6=12.6.3-1, "
+            "cuda-toolkit-12-8=12.8.1-1 and cuda-toolkit-12-9=12.9.1-1 from NVIDIA's Ubuntu repositories",
+            checked=CHECKED_PUBLISHED,
+        ),
     ),
     Row(
         "cuda",
@@ -665,10 +710,10 @@ ROWS: tuple[Row, ...] = (
         ["nvidia-gds-{cuda_dash}"],
         Source(
             _GDS_GUIDE,
-            False,
-            "GPUDirect Storage from NVIDIA's CUDA repository, one package per CUDA minor (nvidia-gds-<major>-<minor>); "
-            "the guide's package commands not re-read here",
-            checked=CHECKED_AGAIN,
+            note="GPUDirect Storage from NVIDIA's CUDA repository, one package per CUDA minor: public install "
+            "scripts apt-get install nvidia-gds-12-8; Amazon's GPU AMI release notes list nvidia-gds-12-8-12.8.0-1 "
+            "and later nvidia-gds-12-8-12.8.2-1 (its version is GDS's own, not the toolkit's)",
+            checked=CHECKED_PUBLISHED,
         ),
         doc="GPUDirect Storage (brings nvidia-fs and the cuFile tools)",
     ),
@@ -964,10 +1009,10 @@ ROWS: tuple[Row, ...] = (
         ["doca-ofed-userspace"],
         Source(
             _DOCA_PROFILES,
-            False,
-            "user space only (drivers from the image); not among the profiles that page lists (doca-all, "
-            "doca-networking, doca-ofed, doca-roce, doca-host-basic)",
-            checked=CHECKED_AGAIN,
+            note="user space only (drivers from the image); not among the profiles that page lists, but public "
+            "install scripts apt-get install doca-ofed-userspace from linux.mellanox.com/public/repo/doca/<release>/"
+            "ubuntu24.04/ (3.1.0, 2.10.0)",
+            checked=CHECKED_PUBLISHED,
         ),
     ),
     Row(
@@ -977,9 +1022,10 @@ ROWS: tuple[Row, ...] = (
         Source(
             _ROLE,
             False,
-            "the rdma role installs the profile unpinned (the repository path pins the release); the meta "
-            "package's own version string was not read from NVIDIA's repository",
-            checked=CHECKED_AGAIN,
+            "the rdma role installs the profile unpinned (the repository path pins the release), so only the "
+            "test doubles carry this string; NVIDIA's is not <release>-1: a public Dockerfile pins "
+            "doca-ofed-userspace=<release>-019000 (a build number), which no rule here can give",
+            checked=CHECKED_PUBLISHED,
         ),
     ),
     # ---- DCGM exporter ----
@@ -1052,8 +1098,10 @@ ROWS: tuple[Row, ...] = (
         Source(
             _DCGM_EXP_PKG,
             False,
-            "as on Ubuntu (NVIDIA builds one .deb); NVIDIA's Debian repository listing not read here",
-            checked=CHECKED_AGAIN,
+            "as on Ubuntu (NVIDIA builds one .deb); NVIDIA's Debian repository listing was not found here "
+            "(searched the issue corpus for the exporter in debian12/debian13): on debian13 the repository "
+            "carries no DCGM at all (see the published row)",
+            checked=CHECKED_PUBLISHED,
         ),
         oses=_DEB,
     ),
@@ -1148,7 +1196,19 @@ ROWS: tuple[Row, ...] = (
         Source("https://packages.ubuntu.com/noble/libpmix2t64", note="64-bit time_t transition"),
         oses=("ubuntu2404",),
     ),
-    Row("pmix", "runtime_package", "pmix", Source(_ROLE, False, "Slurm roles are Debian/Ubuntu only"), oses=_RHEL),
+    Row(
+        "pmix",
+        "runtime_package",
+        "pmix",
+        Source(
+            _ROLE,
+            False,
+            "the Slurm roles run on Debian and Ubuntu only, so no RHEL package was looked for; the name is the "
+            "roles' placeholder",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_RHEL,
+    ),
 )
 
 
