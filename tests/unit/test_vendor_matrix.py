@@ -411,3 +411,19 @@ def test_doca_debian_point_release_is_a_variable():
         {"rdma_doca_debian_release": "12.9"},
     )
     assert r["rdma_doca_repo_url"].strip() == "https://linux.mellanox.com/public/repo/doca/2.10.0/debian12.9/x86_64/"
+
+
+def test_the_ubuntu_revision_table_of_the_role_is_the_matrix_rows():
+    """The role's [first release, suffix] table and the matrix's Ubuntu driver package_version rows
+    give the same ranges, so a row added to the matrix without the role (or back) fails here."""
+    r = role_vars("nvidia_driver", facts("ubuntu2404", "x86_64"), brief())
+    table = [(first, suffix) for first, suffix in r["_nvidia_driver_ubuntu_revisions"]]
+    ubuntu = [row for row in vm.rows("driver") if row.key == "package_version" and "ubuntu2404" in row.oses]
+    from_matrix: list[tuple[str, str]] = []
+    for row in ubuntu:  # rows split only by their sources keep the suffix: one range for the role
+        suffix = row.value.removeprefix("{version}-")
+        if not from_matrix or from_matrix[-1][1] != suffix:
+            from_matrix.append((row.minimum or "0", suffix))
+    assert table == from_matrix
+    # Each range starts where the one before ends.
+    assert [row.below for row in ubuntu[:-1]] == [row.minimum for row in ubuntu[1:]]

@@ -77,6 +77,7 @@ KNOWN_VERSIONS: dict[str, tuple[str, ...]] = {
         "550.163.01",
         "560.35.05",
         "570.133.20",
+        "570.148.08",
         "575.57.08",
         "580.95.05",
         "580.126.09",
@@ -266,15 +267,55 @@ ROWS: tuple[Row, ...] = (
         "package_version",
         "{version}-0ubuntu1",
         Source(
-            _UBU2404_SBSA_LISTING,
+            _DRV_GUIDE + "ubuntu.html",
             False,
-            "the repository listing quoted in public notes shows cuda-drivers-580 580.65.06, 580.82.07, 580.95.05 and "
-            "580.105.08 as -0ubuntu1; releases before 580 were not re-read, and one public script pins "
-            "nvidia-open-570=570.148.08-1ubuntu1, so the suffix is not a rule below 580 either: the host must "
-            "resolve it from the repository",
+            "releases before 570 were not re-read (the suffix is known to vary within a branch, see 570.148.08)",
             checked=CHECKED_PUBLISHED,
         ),
         oses=_UBU,
+        below="570",
+    ),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-0ubuntu1",
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/",
+            note="cuda-drivers-570 570.86.10, 570.86.15 and 570.133.20 as -0ubuntu1 in listings and pins quoted "
+            "publicly (nvidia-driver-570-open=570.133.20-0ubuntu1)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="570",
+        below="570.148.08",
+    ),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-1ubuntu1",
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/",
+            False,
+            "one public script pins nvidia-open-570=570.148.08-1ubuntu1 and nvidia-persistenced=570.148.08-1ubuntu1 "
+            "(NVIDIA's package names; the repository it read is not shown): an exception between -0ubuntu1 releases",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="570.148.08",
+        below="570.148.09",
+    ),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-0ubuntu1",
+        Source(
+            _UBU2404_SBSA_LISTING,
+            note="listings quoted publicly: cuda-drivers-570 570.158.01 and 570.172.08, nvidia-driver-580 575.57.08 "
+            "(as installed), cuda-drivers-580 580.65.06, 580.82.07, 580.95.05 and 580.105.08 are -0ubuntu1",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="570.148.09",
         below="580.126.09",
     ),
     Row(
