@@ -110,3 +110,17 @@ def test_the_gate_reports_them_and_the_fixture_site_stays_clean():
     b["cluster"]["os"] = "debian-13"
     hits = [v for v in check(b, groups, hostvars) if v["code"] in CODES]
     assert {v["code"] for v in hits} == {"VER_NOT_PUBLISHED", "VER_NOT_PUBLISHED_UNCONFIRMED"}
+
+
+@pytest.mark.parametrize(("driver", "warned"), [("550.163.01", True), ("570.133.20", False), ("580.126.09", False)])
+def test_an_ubuntu_driver_whose_revision_no_source_confirms_is_a_warning(driver, warned):
+    found = [
+        v for v in check_published(brief(driver=driver, cuda="12.8", nccl="2.26.2")) if v["field"] == "software.driver"
+    ]
+    assert bool(found) == warned, found
+    if warned:
+        (v,) = found
+        assert (v["code"], v["severity"]) == ("VER_DRIVER_REVISION_UNCONFIRMED", "warning")
+        assert f"found {driver}: the driver role installs {driver}-0ubuntu1, not confirmed" in v["message"]
+    # Debian's -1 is confirmed for every release.
+    assert check_published(brief(os="debian-12", driver=driver, cuda="12.8", nccl="2.26.2")) == []
