@@ -18,10 +18,10 @@ from ansible_collections.gpufleet.cluster.tests.unit.preflight_helpers import si
 CODES = {"VER_NOT_PUBLISHED", "VER_NOT_PUBLISHED_UNCONFIRMED", "VER_NCCL_CUDA_NOT_BUILT", "VER_NCCL_CUDA_UNCONFIRMED"}
 
 
-def brief(os="ubuntu-24.04", **software):
+def brief(os="ubuntu-24.04", control_plane="slurm", **software):
     sw = {"driver": "580.95.05", "driver_flavor": "open", "cuda": "13.0", "nccl": "2.27.7"}
     sw.update(software)
-    return {"cluster": {"os": os}, "software": sw}
+    return {"cluster": {"os": os, "control_plane": control_plane}, "software": sw}
 
 
 def codes(found):
@@ -50,6 +50,9 @@ def test_dcgm_on_debian13_is_an_error_naming_the_os_the_fact_and_its_source():
     assert "debian12, rhel8" in dcgm["message"]
     assert "https://github.com/NVIDIA/cuda-repo-management/issues/41" in dcgm["message"]
     assert "dcgm-exporter" in next(v for v in found if v["code"] == "VER_NOT_PUBLISHED_UNCONFIRMED")["message"]
+    # On Kubernetes the GPU Operator brings its own exporter: only DCGM is refused.
+    found = check_published(brief(os="debian-13", control_plane="kubernetes", driver="590.48.01"))
+    assert codes(found) == [("VER_NOT_PUBLISHED", "error", "cluster.os")]
 
 
 def test_a_driver_branch_debian13_lacked_is_a_warning_while_unconfirmed():

@@ -5,7 +5,8 @@ the brief's CUDA against the releases the cuda role can install.
 
 ``check_versions(brief, pools)`` needs the catalogue's pools (their accelerators);
 ``check_cuda_package(brief, hostvars, gpu_hosts)`` needs the GPU hosts (the groups phase's result),
-since a site may pin the toolkit package in their inventory.
+since a site may pin the toolkit package in their inventory; ``check_published(brief)`` holds the
+brief's OS and pins against what the vendor matrix says NVIDIA publishes.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ _PUBLISHED: tuple[tuple[str, str, str | None, str], ...] = (
     ("driver", "published", "software.driver", "a driver branch"),
     ("driver", "published.proprietary", "software.driver_flavor", "kernel modules"),
     ("dcgm", "published", None, "DCGM (installed on every GPU host)"),
-    ("dcgm-exporter", "published", None, "dcgm-exporter (installed on every GPU host)"),
+    ("dcgm-exporter", "published", None, "dcgm-exporter (installed on every GPU host of a Slurm cluster)"),
 )
 
 
@@ -125,13 +126,16 @@ def check_published(brief: dict) -> list[dict]:
     an error where a source confirms it, a warning where the matrix's row is unconfirmed."""
     out: list[dict] = []
     sw = brief["software"]
-    os_name = brief.get("cluster", {}).get("os")
+    os_name = brief["cluster"].get("os")
     os_key = vendor_matrix.BRIEF_OS.get(str(os_name))
     if os_key is None:
         return out  # missing or not a choice: the brief schema reports it
     driver = sw.get("driver")
     for component, key, field, what in _PUBLISHED:
         if key == "published.proprietary" and sw.get("driver_flavor") != "proprietary":
+            continue
+        # On Kubernetes the GPU Operator runs its own exporter: the host package is not installed.
+        if component == "dcgm-exporter" and brief["cluster"].get("control_plane") != "slurm":
             continue
         version = str(driver) if component == "driver" and driver else None
         if component == "driver" and version is None:
