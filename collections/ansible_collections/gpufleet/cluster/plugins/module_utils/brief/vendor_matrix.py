@@ -254,6 +254,22 @@ ROWS: tuple[Row, ...] = (
         oses=("debian13",),
     ),
     Row("cuda-repo", "key_file", "D42D0685.pub", Source(_CUDA_KEY), oses=_RHEL),
+    Row(
+        "cuda-repo",
+        "published",
+        False,
+        Source(
+            _CRM + "39",
+            False,
+            "a user there (2026-02-02) uses the Ubuntu 24.04 repository 'since there's no aarch64 for Debian 13' and "
+            "NVIDIA staff did not contradict it; not re-read since, and not checked by preflight (the brief names "
+            "no CPU architecture)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+        arches=_ARM,
+        doc="whether NVIDIA publishes the CUDA repository for the OS and architecture",
+    ),
     # ---- driver ----
     Row(
         "driver",
