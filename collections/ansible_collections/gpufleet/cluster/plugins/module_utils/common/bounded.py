@@ -118,8 +118,11 @@ def read_regular_file(path: str, what: str = "a file", max_bytes: int = MAX_FILE
 
 
 def read_stream(stream, what: str, max_bytes: int = MAX_FILE_BYTES, name: str = "<stdin>") -> bytes:
-    """At most ``max_bytes`` from a binary stream (standard input); InputError when there is more."""
+    """At most ``max_bytes`` from a stream (standard input), as bytes; InputError when there is more.
+    A text stream is read as characters and encoded."""
     data = stream.read(max_bytes + 1)
+    if isinstance(data, str):
+        data = data.encode("utf-8", errors="surrogateescape")
     if len(data) > max_bytes:
         raise InputError(f"{name}: more than {max_bytes} bytes, expected {what} of at most {max_bytes} bytes")
     return data
