@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 
 # Launcher prefixes, stripped before anything else. Order matters: the Open MPI
 # tag (``[1,0]<stdout>:``, also ``[jobid,rank]<stderr>:``), then srun --label
@@ -129,7 +130,7 @@ def parse_row(line: str) -> dict | None:
     A run replaying only in-place results leaves the out-of-place block blank.
     """
     tokens = line.split()
-    if len(tokens) < 7 or not tokens[0].isdigit() or not tokens[1].isdigit():
+    if len(tokens) < 7 or _count(tokens[0]) is None or _count(tokens[1]) is None:
         return None
     if _num(tokens[2]) is not None:  # the third column is the data type name
         return None
@@ -392,9 +393,44 @@ def redact_json_env(doc: dict) -> dict:
     return out
 
 
+# Sizes and counts: ASCII digits only (``str.isdigit`` is true for "²", which int() refuses), and no
+# more of them than any real size has (int() refuses past 4,300 digits).
+_MAX_COUNT_DIGITS = 30
+
+
+def _count(token: str) -> int | None:
+    """A size or count token as an int, or None when it is not a plain decimal of at most 30 digits."""
+    if not token or len(token) > _MAX_COUNT_DIGITS or not (token.isascii() and token.isdigit()):
+        return None
+    return int(token)
+
+
+def _jcount(value) -> int | None:
+    """A JSON size or count: a non-negative int, or a float with an integral finite value, of at most
+    30 digits; None for anything else (NaN, Infinity, a string, a bool, a 5,000-digit number)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        if not value.is_integer():  # NaN and the infinities are not integers either
+            return None
+        value = int(value)
+    if not isinstance(value, int) or value < 0 or value.bit_length() > 100:
+        return None
+    return value
+
+
+def _jerrors(value) -> list:
+    """nccl-tests' ``errors``: a list of messages; anything else (a string, an object) as one."""
+    if value is None or value == []:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
 def _jnum(value) -> float | None:
     if isinstance(value, bool):
         return None
+    if isinstance(value, int) and value.bit_length() > 1000:
+        return None  # no bandwidth or time; float() would overflow
     if isinstance(value, (int, float)):
         return float(value) if value == value else None  # NaN -> None
     if isinstance(value, str):
@@ -429,11 +465,15 @@ def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]
         if not isinstance(res, dict) or not isinstance(res.get("size"), (int, float)):
             warnings.append(f"{where}: results[{i}] is not a result record; skipped")
             continue
+        size = _jcount(res["size"])
+        if size is None:
+            warnings.append(f"{where}: results[{i}].size: expected a byte count, found {_shown(res['size'])}; skipped")
+            continue
         oop = res.get("out_of_place") if isinstance(res.get("out_of_place"), dict) else {}
         ip = res.get("in_place") if isinstance(res.get("in_place"), dict) else {}
         rows.append(
             {
-                "size": int(res["size"]),
+                "size": size,
                 "type": str(res.get("type") or ""),
                 "oop_busbw": _jnum(oop.get("bus_bw")),
                 "ip_busbw": _jnum(ip.get("bus_bw")),
@@ -449,17 +489,31 @@ def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]
     state.update(collective=collective, ranks=ranks, rows=rows)
     state["nccl_library_code"] = doc.get("nccl_version")
     oob = doc.get("out_of_bounds")
-    if isinstance(oob, dict) and isinstance(oob.get("count"), int):
-        state["out_of_bounds"] = oob["count"]
+    if isinstance(oob, dict) and _jcount(oob.get("count")) is not None:
+        state["out_of_bounds"] = _jcount(oob["count"])
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict):
         state["avg_busbw"] = _jnum(avg.get("bandwidth"))
-    for err in doc.get("errors") or []:
-        warnings.append(f"{where}: nccl-tests reported: {err}")
+    for err in _jerrors(doc.get("errors")):
+        warnings.append(f"{where}: nccl-tests reported: {_shown(err, 300)}")
     if not rows:
         warnings.append(f"{where}: nccl-tests JSON has no result rows")
         return [], warnings
     return [_finish(state)], warnings
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 80, 80
+
+
+def _shown(value, limit: int = 60) -> str:
+    """A JSON value for a warning, cut without printing all of it first."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1000:
+        return "an integer of more than 300 digits"
+    if isinstance(value, str):
+        return value[:limit] + ("..." if len(value) > limit else "")
+    text = _REPR.repr(value)  # cut level by level while it is built
+    return text[:limit] + ("..." if len(text) > limit else "")
 
 
 def looks_like_json(text: str) -> bool:
@@ -473,6 +527,8 @@ def parse(text: str, file: str | None = None) -> tuple[list[dict], list[str]]:
     if looks_like_json(text):
         try:
             doc = json.loads(text)
+        except RecursionError:
+            return [], [f"{file or '<input>'}: JSON nested too deep: not an nccl-tests -J file"]
         except ValueError as exc:
             # A -J file cut short by a crash: say so, then try the text parser anyway.
             runs, warnings = parse_text(text, file)
