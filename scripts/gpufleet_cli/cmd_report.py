@@ -245,7 +245,10 @@ def load_nodes(report: ReportDir | str, kind: str) -> tuple[list[dict], list[dic
 
 
 def _natural(name: str) -> tuple:
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name) if p)
+    # Runs of ASCII digits compare as numbers, by length then digits: no int(), however long the run.
+    return tuple(
+        (0, len(p.lstrip("0")), p.lstrip("0")) if p.isdigit() else (1, 0, p) for p in re.split(r"([0-9]+)", name) if p
+    )
 
 
 # --- Markdown ---------------------------------------------------------------------------------------

@@ -113,6 +113,15 @@ def show_dir(path: str) -> str:
     return (rel if not rel.startswith("..") else path).rstrip("/") + "/"
 
 
+def try_load_json(path: str) -> tuple[object, str | None]:
+    """(data, None), or (None, why it cannot be read): for files a run wrote, where an unreadable one is
+    reported among others rather than stopping the command. Bounded as :func:`load_json` is."""
+    try:
+        return load_json_bytes(read_regular_file(path, "a JSON record", MAX_JSON_BYTES), path), None
+    except InputError as exc:
+        return None, str(exc)
+
+
 def load_json(path: str):
     """A report's JSON: a regular file of at most MAX_JSON_BYTES (bounded.py); CliError(2) naming it otherwise."""
     try:
