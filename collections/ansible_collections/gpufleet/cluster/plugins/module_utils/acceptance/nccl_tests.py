@@ -512,7 +512,8 @@ def _shown(value, limit: int = 60) -> str:
         return "an integer of more than 300 digits"
     if isinstance(value, str):
         return value[:limit] + ("..." if len(value) > limit else "")
-    text = _REPR.repr(value)  # cut level by level while it is built
+    # Numbers as JSON writes them (NaN, Infinity), the rest cut level by level while it is built.
+    text = json.dumps(value) if isinstance(value, int | float) else _REPR.repr(value)
     return text[:limit] + ("..." if len(text) > limit else "")
 
 
