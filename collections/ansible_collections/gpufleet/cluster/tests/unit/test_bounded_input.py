@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 
 import pytest
@@ -407,3 +408,14 @@ def test_natural_key_of_long_and_odd_digit_runs():
 def test_bounded_loader_keeps_the_base_loaders_tags():
     loader = bounded.bounded_loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     assert bounded.load_yaml_bytes(b"a: !!str 1\nb: 2020-01-01\n", "f", loader)["a"] == "1"
+
+
+@pytest.mark.parametrize(("token", "wrong"), [("1e999", sys.maxsize), ("N/A", None), ("3", 3)])
+def test_nccl_text_wrong_count_that_overflows_is_many_not_unchecked(token, wrong):
+    row = nccl_tests.parse_row(f"  8  2 float sum -1 1 1 1 {token} 1 1 1 0")
+    assert row["oop_wrong"] == wrong
+
+
+def test_nccl_json_infinite_wrong_count_is_many_not_unchecked():
+    runs, _w = nccl_tests.parse('{"results": [{"size": 8, "out_of_place": {"nwrong": Infinity}}]}', "r.json")
+    assert runs[0]["rows"][0]["oop_wrong"] == sys.maxsize

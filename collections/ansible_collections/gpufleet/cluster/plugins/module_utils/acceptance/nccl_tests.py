@@ -39,8 +39,10 @@ Nothing here raises on garbage: parsers return ``(runs, warnings)``.
 from __future__ import annotations
 
 import json
+import math
 import re
 import reprlib
+import sys
 
 # Launcher prefixes, stripped before anything else. Order matters: the Open MPI
 # tag (``[1,0]<stdout>:``, also ``[jobid,rank]<stderr>:``), then srun --label
@@ -118,8 +120,7 @@ def _num(token: str) -> float | None:
 def _wrong(token: str) -> int | None:
     if token.upper() == "N/A":
         return None
-    value = _num(token)
-    return None if value is None else round(value)
+    return _whole(_num(token))
 
 
 def parse_row(line: str) -> dict | None:
@@ -438,9 +439,18 @@ def _jnum(value) -> float | None:
     return None
 
 
+def _whole(number: float | None) -> int | None:
+    """A #wrong figure rounded to an int; None for none or NaN. An infinite count (1e999 reads as one)
+    is as many wrong values as an int holds, never "not checked"."""
+    if number is None or math.isnan(number):
+        return None
+    if math.isinf(number):
+        return sys.maxsize if number > 0 else -sys.maxsize
+    return round(number)
+
+
 def _jwrong(value) -> int | None:
-    number = _jnum(value)
-    return None if number is None else round(number)
+    return _whole(_jnum(value))
 
 
 def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]:
