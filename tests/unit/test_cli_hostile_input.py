@@ -334,3 +334,13 @@ def test_a_python_without_netaddr_says_so(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("gpufleet: error: this Python (") and "lacks netaddr" in proc.stderr
     assert "make venv" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_report_of_a_gate_record_whose_violation_fields_are_not_text(capsys, tmp_path):
+    gate = tmp_path / "lab" / "20260302T120000Z" / "gate"
+    gate.mkdir(parents=True)
+    record = {"host": "gpu02", "status": "fail", "summary": {"gpus": [8, {"x": 1}]}}
+    record["violations"] = [{"severity": ["error", 1], "code": 7, "host": 3, "field": None, "message": {"a": 1}}, "x"]
+    (gate / "gpu02.json").write_text(json.dumps(record))
+    rc, out, _err = run(capsys, "report", "--dir", str(tmp_path))
+    assert rc == 0 and "| ['error', 1] | 7 |" in out

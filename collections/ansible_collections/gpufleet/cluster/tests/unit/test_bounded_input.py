@@ -419,3 +419,30 @@ def test_nccl_text_wrong_count_that_overflows_is_many_not_unchecked(token, wrong
 def test_nccl_json_infinite_wrong_count_is_many_not_unchecked():
     runs, _w = nccl_tests.parse('{"results": [{"size": 8, "out_of_place": {"nwrong": Infinity}}]}', "r.json")
     assert runs[0]["rows"][0]["oop_wrong"] == sys.maxsize
+
+
+# --- shapes the fuzz test found ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", [math.inf, -math.inf, math.nan, "x", None])
+def test_nccl_version_code_that_is_no_integer(code):
+    assert nccl_tests.nccl_version_from_code(code) is None
+    (run,), _w = nccl_tests.parse(_doc([{"size": 8}], nccl_version=code), "r.json")
+    assert run["nccl_version"] is None
+
+
+def test_nccl_text_out_of_bounds_of_5000_digits_is_many():
+    text = (
+        "# nThread 1 nGpus 8 minBytes 8 maxBytes 8\n#  size count type redop root time algbw busbw #wrong\n"
+        "  8  2 float sum -1 1 1 1 0 1 1 1 0\n# Out of bounds values : " + "9" * 5000 + " FAILED\n"
+    )
+    runs, _w = nccl_tests.parse(text, "r.log")
+    assert runs[0]["out_of_bounds"] == sys.maxsize
+
+
+@pytest.mark.parametrize("mac", ["10.20.4.101", "1.2", "0x" + "f" * 40])
+def test_sheet_mac_that_netaddr_cannot_print_is_a_problem(mac):
+    rows, problems = generator.parse_sheet(f"hostname,group,mgmt_mac\ngpu01,g,{mac}\n")
+    assert not problems
+    found = generator._check_rows(rows, ["g"])
+    assert [p.column for p in found] == ["mgmt_mac"], found

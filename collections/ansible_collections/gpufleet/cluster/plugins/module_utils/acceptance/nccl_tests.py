@@ -88,7 +88,7 @@ def nccl_version_from_code(code: int | str | None) -> str | None:
     """``22705`` -> ``"2.27.5"``; ``2804`` -> ``"2.8.4"`` (NCCL_VERSION_CODE before 2.9)."""
     try:
         value = int(code)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
         return None
     if value <= 0:
         return None
@@ -328,14 +328,14 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
         m = _RANK.match(stripped)
         if m:
             run = current(line_no, header=True)
-            run["ranks"][int(m.group(1))] = (m.group(4), m.group(7))
+            run["ranks"][_many(m.group(1))] = (m.group(4), m.group(7))
             continue
         if _TABLE_HEAD.match(stripped):
             current(line_no, header=True)
             continue
         m = _OOB.match(stripped)
         if m and state is not None:
-            state["out_of_bounds"] = int(m.group(1))
+            state["out_of_bounds"] = _many(m.group(1))
             continue
         m = _AVG.match(stripped)
         if m and state is not None:
@@ -404,6 +404,12 @@ def _count(token: str) -> int | None:
     if not token or len(token) > _MAX_COUNT_DIGITS or not (token.isascii() and token.isdigit()):
         return None
     return int(token)
+
+
+def _many(token: str) -> int:
+    """A count matched by ``\\d+``: its value, or as many as an int holds when it has more than 30 digits."""
+    value = _count(token)
+    return sys.maxsize if value is None else value
 
 
 def _jcount(value) -> int | None:

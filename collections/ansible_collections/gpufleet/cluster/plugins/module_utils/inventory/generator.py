@@ -215,7 +215,7 @@ def _network(name: str, var: str, spec: Any, problems: list[Problem]) -> Network
             g = int(netaddr.IPAddress(gateway))
             if first <= g < first + net.size:
                 reserved.add(g - first)
-        except (netaddr.AddrFormatError, ValueError):
+        except (netaddr.AddrFormatError, ValueError, TypeError, IndexError):
             pass  # preflight reports a bad gateway
     return Network(name, var, str(net.cidr), first, int(net.size), net.version, frozenset(reserved))
 
@@ -427,9 +427,10 @@ def _check_rows(rows: list[Row], group_order: list[str]) -> list[Problem]:
             mac = row.get(col)
             if not mac:
                 continue
+            # netaddr takes "10.20.4.101" for a number and fails to print it (IndexError).
             try:
                 norm = str(netaddr.EUI(mac, dialect=netaddr.mac_unix_expanded))
-            except (netaddr.AddrFormatError, ValueError, TypeError):
+            except (netaddr.AddrFormatError, ValueError, TypeError, IndexError):
                 problems.append(
                     Problem(row.line, col, f"expected a MAC address such as 3c:fd:fe:00:00:01, found {mac!r}")
                 )
