@@ -227,6 +227,34 @@ def check_inventory_tree(path: str) -> None:
                 raise CliError(f"{full}: cannot read: permission denied")
 
 
+def check_vars_files(path: str) -> None:
+    """Before Ansible's inventory reads them: every YAML or JSON file under the group_vars/ and host_vars/
+    beside ``path`` parsed with the direct reader's bounds (size, aliases, depth, duplicate keys, integer
+    length), so that a broken one is named with its line (Ansible names neither) and an alias bomb never
+    reaches Ansible. Vault-encrypted files are left to Ansible."""
+    base = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    for d in _VARS_DIRS:
+        for top, dirs, names in os.walk(os.path.join(base, d)):
+            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            for name in sorted(names):
+                full = os.path.join(top, name)
+                if name.startswith(".") or os.path.splitext(name)[1] not in ("", ".yml", ".yaml", ".json"):
+                    continue
+                try:
+                    with open(full, "rb", opener=_nonblocking) as fh:
+                        if fh.read(14) == b"$ANSIBLE_VAULT":
+                            continue
+                    load_yaml_file(full)
+                except OSError as exc:
+                    raise CliError(f"{full}: cannot read: {exc.strerror or exc}") from None
+                except InputError as exc:
+                    raise CliError(str(exc)) from None
+
+
+def _nonblocking(path, flags):
+    return os.open(path, flags | os.O_NONBLOCK)
+
+
 def _yaml_source(path: str, shown: str) -> InventorySource:
     """A .yml/.yaml source: read directly unless it is an inventory plugin's config."""
     data = load_yaml_file(path)  # a syntax error is an error here, as it is for Ansible's yaml plugin
@@ -314,6 +342,9 @@ def _child_env() -> dict[str, str]:
     # Every source Ansible cannot parse stops the read: the child reports it (Ansible's own default
     # is a warning and an inventory without that source's hosts and variables).
     env["ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED"] = "1"
+    # A key written twice in a YAML file is an error, as the direct reader makes it (Ansible's default
+    # is a warning, and the second value silently wins).
+    env["ANSIBLE_DUPLICATE_YAML_DICT_KEY"] = "error"
     env["PYTHONPATH"] = os.pathsep.join(
         [os.path.join(ROOT, "scripts"), os.path.join(ROOT, "collections"), env.get("PYTHONPATH", "")]
     ).rstrip(os.pathsep)
@@ -378,6 +409,8 @@ def ansible_read(sources: list[str], keys: list[str] | None = None, timeout: flo
 
 def load_with_ansible(path: str, form: str, timeout: float | None = None):
     """An :class:`Inventory` from Ansible's own inventory; CliError names the file, form and Ansible's message."""
+    if "," not in path:
+        check_vars_files(path)
     (result,) = ansible_read([path], keys=list(READ_HOST_VARS), timeout=timeout)
     if "error" in result:
         # Inside a directory, the source that failed (named under PATH as given), with its own form.

@@ -344,3 +344,25 @@ def test_report_of_a_gate_record_whose_violation_fields_are_not_text(capsys, tmp
     (gate / "gpu02.json").write_text(json.dumps(record))
     rc, out, _err = run(capsys, "report", "--dir", str(tmp_path))
     assert rc == 0 and "| ['error', 1] | 7 |" in out
+
+
+# --- what Ansible's inventory reads (INI, scripts, plugins) is bounded first ---------------------------
+
+
+def _ini_site(tmp_path: Path, group_vars: str) -> Path:
+    (tmp_path / "hosts.ini").write_text("[gpu]\ngpu01\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpu.yml").write_text(group_vars)
+    return tmp_path
+
+
+def test_duplicate_key_in_group_vars_of_an_ini_inventory_names_the_file_and_lines(capsys, tmp_path):
+    site = _ini_site(tmp_path, "a: 1\nb: 2\na: 3\n")
+    line = unreadable(capsys, "preflight", "-i", str(site), "--brief", str(LAB / "brief.yml"))
+    assert f"{site}/group_vars/gpu.yml:3:1:" in line and "duplicate key 'a' (first on line 1)" in line
+
+
+def test_alias_bomb_in_group_vars_of_an_ini_inventory_never_reaches_ansible(capsys, tmp_path):
+    site = _ini_site(tmp_path, bomb_yaml("gpufleet_bomb"))
+    line = unreadable(capsys, "preflight", "-i", str(site), "--brief", str(LAB / "brief.yml"), budget=3.0)
+    assert f"{site}/group_vars/gpu.yml: its aliases expand to" in line
