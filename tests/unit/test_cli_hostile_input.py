@@ -366,3 +366,29 @@ def test_alias_bomb_in_group_vars_of_an_ini_inventory_never_reaches_ansible(caps
     site = _ini_site(tmp_path, bomb_yaml("gpufleet_bomb"))
     line = unreadable(capsys, "preflight", "-i", str(site), "--brief", str(LAB / "brief.yml"), budget=3.0)
     assert f"{site}/group_vars/gpu.yml: its aliases expand to" in line
+
+
+# --- values the checks once could not print or parse ------------------------------------------------
+
+
+def _set_in_brief(site: Path, path: tuple, value) -> None:
+    import yaml
+
+    brief = yaml.safe_load((site / "brief.yml").read_text())
+    node = brief
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    (site / "brief.yml").write_text(yaml.safe_dump(brief, sort_keys=False))
+
+
+def test_a_nul_byte_in_an_address(capsys, site):
+    _set_in_brief(site, ("networks", "management", "gateway"), "10.250.10.1\x00")
+    rc, out, _err = run(capsys, "preflight", "-i", str(site))
+    assert rc == 1 and "networks.management.gateway" in out
+
+
+def test_a_4000_digit_busbw_floor_is_a_violation(capsys, site):
+    _set_in_brief(site, ("acceptance", "single_node_busbw_gbps"), 10**4000)
+    rc, out, _err = run(capsys, "preflight", "-i", str(site))
+    assert rc == 1 and "ACCEPT_SINGLE_NODE_ABOVE_LIMIT" in out and "inf" in out
