@@ -31,6 +31,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import (
     InputError,
+    check_directory,
     check_regular_file,
     file_kind,
     short_repr,
@@ -270,7 +271,7 @@ def resolve_source(inventory: str, brief: str | None) -> tuple[InventorySource, 
     """
     try:
         if os.path.isdir(inventory):
-            entries = [e for e in sorted(os.listdir(inventory)) if not _IGNORED_ENTRY.search(e)]
+            entries = [e for e in check_directory(inventory, "an inventory directory") if not _IGNORED_ENTRY.search(e)]
             if not entries:
                 raise CliError(
                     f"{inventory}: no {' or '.join(INVENTORY_NAMES)} or other inventory source in this directory"

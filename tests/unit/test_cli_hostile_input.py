@@ -5,6 +5,7 @@ Each test is one shape that once hung the CLI, exhausted its memory or ended in 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -392,3 +393,25 @@ def test_a_4000_digit_busbw_floor_is_a_violation(capsys, site):
     _set_in_brief(site, ("acceptance", "single_node_busbw_gbps"), 10**4000)
     rc, out, _err = run(capsys, "preflight", "-i", str(site))
     assert rc == 1 and "ACCEPT_SINGLE_NODE_ABOVE_LIMIT" in out and "inf" in out
+
+
+def test_an_inventory_directory_that_cannot_be_listed(capsys, site, monkeypatch):
+    real = os.listdir
+
+    def listdir(path="."):
+        if os.path.abspath(os.fspath(path)) == str(site):
+            raise PermissionError(13, "Permission denied", str(site))
+        return real(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    line = unreadable(capsys, "preflight", "-i", str(site))
+    assert f"{site}: cannot list an inventory directory: Permission denied" in line
+
+
+def test_nccl_parse_stdin_is_bounded(capsys, monkeypatch):
+    from gpufleet_cli import cmd_nccl
+
+    monkeypatch.setattr(cmd_nccl, "_MAX_BYTES", 10)
+    monkeypatch.setattr("sys.stdin", io.StringIO("x" * 11))
+    line = unreadable(capsys, "nccl", "parse", "-")
+    assert "<stdin>: more than 10 bytes" in line
