@@ -12,30 +12,37 @@ SCENARIOS ?= gpu_stack cluster
 # Debian suites whose test-host images the scenarios use.
 SUITES ?= bookworm trixie
 
-.PHONY: help venv testbed lint unit test test-fast molecule bench lab lab-down lab-status clean
+.PHONY: help venv lock test-latest testbed lint unit test test-fast molecule bench lab lab-down lab-status clean
 
 help:
 	@echo "make lab        bring up the lab cluster and provision it (the main job)"
 	@echo "make test       lint + unit tests + every Molecule scenario (what CI runs)"
 	@echo "make test-fast  lint + unit tests"
+	@echo "make lock       re-resolve requirements/py3.X.txt from requirements.in"
+	@echo "make test-latest  unit tests on the newest releases requirements.in allows (not in CI)"
 	@echo "make bench      print the benchmarks' figures (BENCH_SCALE=\"2 4\": also the lab at those sizes)"
 	@echo "make lab-down   destroy the lab"
 
 venv: $(VENV)/.installed
 
-# The venv: requirements.txt, then the project's own package (pyproject.toml: the CLI,
-# .venv/bin/gpufleet), editable so that it runs this checkout's code, built offline by the venv's own
-# setuptools (requirements.txt pins it); and collections/ on the venv's path (gpufleet-collections.pth),
-# so that the CLI imports the collection's core as ansible_collections.gpufleet.cluster (Ansible itself
-# loads it from ansible.cfg's collections_path).
-$(VENV)/.installed: requirements.txt pyproject.toml
-	@python3 -m venv --help >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q python3-venv; }
-	@[ -x $(BIN)/python ] || python3 -m venv $(VENV)
-	@t0=$$(date +%s); $(BIN)/pip install -q --disable-pip-version-check -r requirements.txt; \
-	  $(BIN)/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .; \
-	  echo "$(CURDIR)/collections" >"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/gpufleet-collections.pth"; \
-	  echo "== venv: pip install took $$(( $$(date +%s) - t0 )) s"
+# The venv holds exactly the lock for its Python (requirements/py3.X.txt, generated from
+# requirements.in by `make lock`), installed with hashes required; then the project's own package
+# (pyproject.toml: the CLI, .venv/bin/gpufleet), editable, and collections/ on the venv's path.
+# scripts/venv says how. PYTHON=python3.12 make venv takes another Python that has a lock.
+$(VENV)/.installed: $(wildcard requirements/py3.*.txt) pyproject.toml scripts/venv
+	scripts/venv $(VENV)
 	@touch $@
+
+# Re-resolve the lock files from requirements.in (LOCK_ARGS="--upgrade" for the newest releases,
+# LOCK_ARGS=3.13 for one Python). Needs network access to PyPI and each Python locked.
+LOCK_ARGS ?=
+lock:
+	scripts/lock $(LOCK_ARGS)
+
+# The unit tests on the newest releases requirements.in allows, in a throwaway copy and venv
+# (.cache/latest). Not part of make test: it finds upstream breakage on purpose.
+test-latest:
+	scripts/test_latest
 
 testbed: venv
 	scripts/testbed all $(SUITES)

@@ -34,6 +34,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import InventoryError, load_yaml_file
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import cost
 
+from . import pywarnings
 from .cmd_preflight import load_source, resolve_source
 from .common import EXIT_OK, ROOT, CliError
 from .reports import add_dir_option, find_reports, load_json
@@ -157,6 +158,7 @@ def on_controller(inventory: str, clean: dict, inv, cmd: str, what: str, instead
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
     )
+    pywarnings.child_env(env)
     exe = os.path.join(os.path.dirname(sys.executable), "ansible")
     argv = [exe if os.path.exists(exe) else "ansible", hosts[0], "-i", inventory, "-m", "ansible.builtin.command"]
     argv += ["-a", cmd]

@@ -113,7 +113,7 @@ def register(sub) -> None:
 
 def _serial(text: str) -> int | str:
     value = text.strip()
-    if not _SERIAL_RE.match(value) or (value.endswith("%") and int(value[:-1]) > 100):
+    if not _SERIAL_RE.fullmatch(value) or (value.endswith("%") and int(value[:-1]) > 100):
         raise argparse.ArgumentTypeError(
             f"expected a positive count or a percentage up to 100%, e.g. 2 or 25%: {text!r}"
         )

@@ -142,7 +142,7 @@ def _lab_containers() -> list[str]:
         return []
     names = []
     for name in out.split():
-        m = _EXTRA_NAME_RE.match(name)
+        m = _EXTRA_NAME_RE.fullmatch(name)
         if m and int(m.group(1)) > BASE_GPU_NODES:
             names.append(name)
     return sorted(names)
@@ -150,7 +150,7 @@ def _lab_containers() -> list[str]:
 
 def _remove_extra(keep: int) -> int:
     """Remove the added GPU nodes past ``keep`` (containers and cached facts); 0 when all went."""
-    gone = [n for n in _lab_containers() if int(_EXTRA_NAME_RE.match(n).group(1)) > keep]
+    gone = [n for n in _lab_containers() if int(_EXTRA_NAME_RE.fullmatch(n).group(1)) > keep]
     rc = 0
     if gone:
         rc = _run(["podman", "rm", "-f", "-t", "5", *gone])

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 import sys
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_debug, nccl_tests
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl import human_size, summarize_run
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import run as acceptance_run
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl import (
+    human_size,
+    parse_size,
+    summarize_run,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import (
     InputError,
     read_regular_file,
@@ -35,13 +39,23 @@ def register(sub) -> None:
         "parse",
         help="parse nccl-tests logs (text or -J JSON) and NCCL_DEBUG=INFO evidence",
         description=(
-            "Parse nccl-tests output (every text format, mpirun/srun prefixes, several runs per log, "
-            "or the -J JSON file) and the NCCL_DEBUG=INFO lines in the same files. "
-            'Prints {"runs": [...], "debug": [...], "warnings": [...]}. '
-            "Exit 0 when every file was read (a file with no run is reported in warnings), 2 when one cannot be read."
+            "Parse nccl-tests output (every text format; mpirun, MPICH / Intel MPI, srun and Kubernetes "
+            "prefixes; several runs per log; or the -J JSON file) and the NCCL_DEBUG=INFO lines in the same files. "
+            'Prints {"runs": [...], "debug": [...], "warnings": [...], "ended": [...]}; "ended" says per file '
+            "how its run ended (completed, failed, incomplete, no table) and quotes the failure line. "
+            "Exit 0 when every file was read and no run failed (a file with no run is reported in warnings), "
+            "1 when a file shows a failed run (a failure line such as 'Test NCCL failure' or an MPI abort, or a "
+            "table that stops before the size its run asked for, or before --max-bytes), "
+            "2 when one cannot be read."
         ),
     )
     parse.add_argument("files", nargs="+", metavar="FILE", help="log or -J JSON file ('-' reads stdin)")
+    parse.add_argument(
+        "--max-bytes",
+        metavar="SIZE",
+        help="the message size the table must reach (8G, as all_reduce_perf -e takes it); a run that stops "
+        "below it is incomplete",
+    )
     parse.add_argument("--format", choices=("json", "text"), default="json", help="output format (default: json)")
     parse.set_defaults(func=run_parse)
 
@@ -59,20 +73,35 @@ def read_input(path: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def parse_files(paths: list[str]) -> dict:
-    """``{"runs": [...], "debug": [...], "warnings": [...]}`` for the given files (all read first)."""
+def parse_files(paths: list[str], max_bytes: int | None = None) -> dict:
+    """``{"runs", "debug", "warnings", "ended"}`` for the given files (all read first).
+
+    ``ended`` holds one entry per file: how its run ended (``acceptance.run.run_end``), with
+    ``file``; ``max_bytes`` makes a run whose table stops below it ``incomplete``.
+    """
     texts = [(p, read_input(p)) for p in paths]
-    out: dict = {"runs": [], "debug": [], "warnings": []}
+    out: dict = {"runs": [], "debug": [], "warnings": [], "ended": []}
     for path, text in texts:
         name = "<stdin>" if path == "-" else path
-        runs, warnings = nccl_tests.parse(text, name)
-        out["runs"].extend(runs)
-        out["warnings"].extend(warnings)
-        if not nccl_tests.looks_like_json(text):
-            debug = nccl_debug.parse_debug(text, name)
-            if debug is not None:
-                out["debug"].append(debug)
+        parsed = acceptance_run.parse_log(text, name)
+        out["runs"].extend(parsed["runs"])
+        out["warnings"].extend(parsed["warnings"])
+        if parsed["debug"] is not None:
+            out["debug"].append(parsed["debug"])
+        ended = dict(parsed["ended"], file=name)
+        short = [r for r in parsed["runs"] if max_bytes and r["rows"] and max(x["size"] for x in r["rows"]) < max_bytes]
+        if short and ended["status"] == acceptance_run.COMPLETED:
+            largest = max(x["size"] for x in short[0]["rows"])
+            ended.update(
+                status=acceptance_run.INCOMPLETE,
+                detail=f"its table stops at {human_size(largest)}, expected results up to {human_size(max_bytes)}",
+            )
+        out["ended"].append(ended)
     return out
+
+
+# How a run may end and still be read as a result; the others make `nccl parse` exit 1.
+_CLEAN_ENDS = (acceptance_run.COMPLETED, acceptance_run.NO_TABLE)
 
 
 def _f(value, fmt: str = ".2f") -> str:
@@ -124,6 +153,9 @@ def format_text(result: dict) -> str:
         lines.append(f"  channels: {transports}")
     if result["debug"]:
         lines.append("")
+    for ended in result.get("ended") or []:
+        if ended["status"] not in _CLEAN_ENDS:
+            lines.append(f"FAILED: {ended['file']}: run {ended['status']}: {ended['detail']}")
     for w in result["warnings"]:
         lines.append(f"warning: {w}")
     if not result["runs"]:
@@ -132,9 +164,14 @@ def format_text(result: dict) -> str:
 
 
 def run_parse(args) -> int:
-    result = parse_files(args.files)
+    max_bytes = None
+    if args.max_bytes is not None:
+        max_bytes = parse_size(args.max_bytes)
+        if not max_bytes:
+            raise CliError(f"--max-bytes: expected a size such as 8G or 1048576, found {args.max_bytes!r}")
+    result = parse_files(args.files, max_bytes)
     if args.format == "json":
         print(json.dumps(result, indent=2))
     else:
         sys.stdout.write(format_text(result))
-    return 0
+    return 1 if any(e["status"] not in _CLEAN_ENDS for e in result["ended"]) else 0

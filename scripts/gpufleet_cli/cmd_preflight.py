@@ -49,6 +49,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader 
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import READ_HOST_VARS, check
 
+from . import pywarnings
 from .common import EXIT_FAILED, EXIT_OK, ROOT, CliError
 
 INVENTORY_NAMES = ("hosts.yml", "hosts.yaml")
@@ -349,7 +350,7 @@ def _child_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(
         [os.path.join(ROOT, "scripts"), os.path.join(ROOT, "collections"), env.get("PYTHONPATH", "")]
     ).rstrip(os.pathsep)
-    return env
+    return pywarnings.child_env(env)
 
 
 def ansible_read(sources: list[str], keys: list[str] | None = None, timeout: float | None = None) -> list[dict]:

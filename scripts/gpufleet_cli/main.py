@@ -21,10 +21,12 @@ import pkgutil
 import sys
 import tempfile
 import traceback
+import warnings
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import InputError
 
 from . import __name__ as _pkg
+from . import pywarnings
 from .common import EXIT_INPUT, ROOT, CliError, version_string
 
 # The arguments that name what a command reads, in the order an error message lists them.
@@ -48,12 +50,24 @@ def build_parser() -> argparse.ArgumentParser:
             module = importlib.import_module(f"{_pkg}.{info.name}")
             if hasattr(module, "register"):
                 module.register(sub)
+    # Every command takes -v: at least, it shows the Python warnings of gpufleet's dependencies
+    # (pywarnings); the playbook-running commands also pass it to Ansible.
+    for command in sub.choices.values():
+        if "-v" not in command._option_string_actions:
+            command.add_argument(
+                "-v", "--verbose", action="count", default=0, help="also show Python warnings of the dependencies"
+            )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    # What the imports of the commands' modules warn about is held until -v is known.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    pywarnings.configure(getattr(args, "verbose", 0))
+    pywarnings.replay(caught)
     try:
         return int(args.func(args) or 0)
     except CliError as exc:

@@ -21,6 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from . import pywarnings
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, FACT_CACHE, ROOT, CliError
 from .table import columns
 
@@ -291,6 +292,7 @@ def runner_kwargs(path: str, inventory: str, opts: RunOptions, private: str, ide
     }
     if opts.brief:
         env["GPUFLEET_BRIEF"] = os.path.abspath(opts.brief)
+    pywarnings.child_env(env)
     return {
         "private_data_dir": private,
         "project_dir": ROOT,

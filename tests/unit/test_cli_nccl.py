@@ -23,17 +23,23 @@ RUN_KEYS = {
     "peak_busbw",
     "avg_busbw",
     "out_of_bounds",
+    "rank_hosts",
+    "max_bytes",
+    "completed",
+    "truncated",
+    "failures",
 }
 
 
-def parse_json(capsys, *files: str) -> dict:
-    assert main(["nccl", "parse", *files, "--format", "json"]) == 0
+def parse_json(capsys, *files: str, code: int = 0) -> dict:
+    assert main(["nccl", "parse", *files, "--format", "json"]) == code
     return json.loads(capsys.readouterr().out)
 
 
 def test_json_schema(capsys):
     out = parse_json(capsys, str(FIXTURES / "allreduce_2node_h100_ib_healthy_mpi_warnings.txt"))
-    assert set(out) == {"runs", "debug", "warnings"}
+    assert set(out) == {"runs", "debug", "warnings", "ended"}
+    assert [e["status"] for e in out["ended"]] == ["completed"]
     (run,) = out["runs"]
     assert set(run) == RUN_KEYS
     assert run["hosts"] == ["gpu-a017", "gpu-a018"] and run["ranks"] == 16
@@ -74,11 +80,47 @@ def test_file_with_no_run_is_reported(capsys, tmp_path):
     garbage = tmp_path / "garbage.bin"
     garbage.write_bytes(bytes(range(256)) * 8)
     failed = FIXTURES / "allreduce_failure_fabric_manager.txt"
-    out = parse_json(capsys, str(garbage), str(failed))
+    # The second file prints 'Test CUDA failure': a failed run, exit 1; garbage alone is no failure.
+    out = parse_json(capsys, str(garbage), str(failed), code=1)
     assert out["runs"] == []
     assert len(out["warnings"]) == 2
     assert "no nccl-tests run found" in out["warnings"][0]
     assert "system not yet initialized" in out["warnings"][1]
+    assert [e["status"] for e in out["ended"]] == ["no table", "failed"]
+    assert out["ended"][1]["hosts"] == ["gpu-c004"]
+    assert parse_json(capsys, str(garbage))["ended"][0]["status"] == "no table"
+
+
+@pytest.mark.parametrize(
+    "name,rows,status",
+    [
+        # A full table to 16 GiB, then nccl-tests' "Test NCCL failure" at teardown.
+        ("allreduce_2node_h100_teardown_nccl_failure.txt", 5, "failed"),
+        # srun --label, killed at 64 MiB of 8 GiB.
+        ("allreduce_2node_a100_srun_label_killed_mid_table.txt", 4, "failed"),
+    ],
+)
+def test_failed_run_is_reported_and_exits_1(capsys, name, rows, status):
+    out = parse_json(capsys, str(FIXTURES / name), code=1)
+    assert len(out["runs"][0]["rows"]) == rows
+    (ended,) = out["ended"]
+    assert ended["status"] == status
+    assert ended["failure"] and ended["failure"] in ended["detail"]
+    assert main(["nccl", "parse", str(FIXTURES / name), "--format", "text"]) == 1
+    text = capsys.readouterr().out
+    assert f"FAILED: {FIXTURES / name}: run {status}: " in text
+
+
+def test_max_bytes_makes_a_short_table_incomplete(capsys):
+    name = str(FIXTURES / "allreduce_2node_h100_ib_healthy_mpi_warnings.txt")
+    assert parse_json(capsys, name)["ended"][0]["status"] == "completed"
+    assert main(["nccl", "parse", name, "--max-bytes", "16G"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["ended"][0]["status"] == "incomplete"
+    assert "expected results up to 16 GiB" in out["ended"][0]["detail"]
+    assert main(["nccl", "parse", name, "--max-bytes", "8G"]) == 0
+    capsys.readouterr()
+    assert main(["nccl", "parse", name, "--max-bytes", "lots"]) == 2
 
 
 @pytest.mark.parametrize("kind", ["missing", "directory", "unreadable"])
@@ -99,7 +141,8 @@ def test_unreadable_input_exits_2(capsys, tmp_path, kind):
     assert main(["nccl", "parse", str(FIXTURES / "allreduce_2node_h100_ib_lowbw.txt"), str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""  # nothing half-printed: every file is read before output
-    assert captured.err.startswith("gpufleet: error: ") and str(path) in captured.err
+    errors = [line for line in captured.err.splitlines() if line.startswith("gpufleet: error: ")]
+    assert errors and str(path) in errors[0]
 
 
 def test_text_format(capsys):

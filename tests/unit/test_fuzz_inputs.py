@@ -337,7 +337,7 @@ def test_nccl_parse_on_generated_json(doc):
         (tmp / "run.json").write_text(json.dumps(doc, allow_nan=True))
         for fmt in ("json", "text"):
             rc, _out, _err = cli("nccl", "parse", str(tmp / "run.json"), "--format", fmt)
-            assert rc == 0
+            assert rc in (0, 1)  # 1: a run that failed or was cut short
 
 
 @FUZZ
@@ -347,7 +347,7 @@ def test_nccl_parse_on_mutated_json_fixture(data):
     with scratch() as tmp:
         (tmp / "run.json").write_text(json.dumps(doc, allow_nan=True))
         rc, _out, _err = cli("nccl", "parse", str(tmp / "run.json"), "--format", "text")
-        assert rc == 0
+        assert rc in (0, 1)
 
 
 @FUZZ
@@ -363,7 +363,7 @@ def test_nccl_parse_on_mutated_text_logs(fixture, data):
     with scratch() as tmp:
         (tmp / "run.log").write_text("\n".join(lines) + "\n")
         rc, _out, _err = cli("nccl", "parse", str(tmp / "run.log"), "--format", "text")
-        assert rc == 0
+        assert rc in (0, 1)
 
 
 # --- inventory generate -------------------------------------------------------------------------------

@@ -63,3 +63,22 @@ def test_scratch_devices_and_the_wipe_consent_from_extra_vars_are_checked_on_eve
     }
     wipe = next(v for v in violations if v["code"] == "STORAGE_SCRATCH_WIPE_INVALID")
     assert "found 'true'" in wipe["message"] and '"storage_scratch_wipe": true' in wipe["message"]
+
+
+@needs_venv
+def test_jinja_in_the_brief_is_warned_about_and_never_run(tmp_path):
+    """The play reads the brief as data: the warning names the field, and the lookup in it never runs,
+    neither when the brief is read nor when the warning is shown."""
+    import yaml
+
+    marker = tmp_path / "ran"
+    brief = yaml.safe_load((ROOT / "inventories/lab/brief.yml").read_text())
+    brief["cluster"]["description"] = "{{ lookup('pipe', 'touch " + str(marker) + "') }}"
+    brief_file = tmp_path / "brief.yml"
+    brief_file.write_text(yaml.safe_dump(brief))
+    rc, violations, out = _preflight(tmp_path, f"brief_file={brief_file}", "acceptance_launcher=mpirun")
+    assert rc == 0, out[-3000:]
+    (hit,) = [v for v in violations if v["code"] == "SCHEMA_TEMPLATE_SYNTAX"]
+    assert hit["field"] == "cluster.description" and hit["severity"] == "warning"
+    assert "SCHEMA_TEMPLATE_SYNTAX" in out
+    assert not marker.exists()

@@ -9,15 +9,18 @@ short_description: The next step of the bisect that names a slow node or link
 version_added: 0.1.0
 author: gpufleet developers
 description:
-  - Stateless. Give it every result so far (C({nodes, busbw}), busbw null when the run failed) and it says which
-    node groups to run next (C(next), disjoint), or that it is C(done) and what it found - C(slow_nodes) (to drain),
-    C(slow_links), C(slow_groups), or C(inconclusive). Call it again with the new results until C(done).
+  - Stateless. Give it every result so far (C({nodes, busbw, failed}); C(busbw) null when the run printed no
+    table, C(failed) true when it did not end cleanly - either is a failed group, whatever the busbw) and it says
+    which node groups to run next (C(next), disjoint), or that it is C(done) and what it found - C(slow_nodes)
+    (to drain), C(slow_links), C(slow_groups), or C(inconclusive). Call it again with the new results until C(done).
   - Screening by disjoint pairs (or halves), then every suspect with a node that passed. Two nodes alone cannot
     tell a node from the link between them; C(known_good) (nodes proven good some other way, e.g. by a NIC
     loopback run) settles it. See docs/nccl-acceptance.md.
 options:
   _input:
-    description: The results so far, each C({nodes, busbw}) (other keys, such as C(round), are kept in C(tests)).
+    description:
+      - The results so far, each C({nodes, busbw}) and optionally C(failed) (other keys, such as C(round), are kept
+        in C(tests)).
     type: list
     elements: dict
     required: true

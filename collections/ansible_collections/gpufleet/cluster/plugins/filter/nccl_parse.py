@@ -21,6 +21,11 @@ options:
   label:
     description: A name for the log (the run label); it becomes the C(file) of every run and of the debug evidence.
     type: str
+  rc:
+    description:
+      - The launcher's exit status, when known; C(ended) then says whether it failed (non-zero), timed out (124)
+        or was killed (a signal).
+    type: int
 """
 
 EXAMPLES = r"""
@@ -52,18 +57,29 @@ _value:
     busbw:
       description: Out-of-place busbw (GB/s) at the largest message size of the slowest run; null without a table.
       type: float
+    failures:
+      description: Every failure line of the output (C(Test NCCL failure), an MPI abort, an srun task killed, ...),
+        each C({line, text, hosts}) with the node(s) it names.
+      type: list
+      elements: dict
+    ended:
+      description:
+        - How the run ended, C({status, rc, signal, failure, hosts, detail}); C(status) is C(completed), C(failed),
+          C(timed out), C(killed), C(incomplete) (the table stopped before the largest size asked for) or
+          C(no table). Only C(completed) may pass.
+      type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import parse_log
 
 
-def nccl_parse(text, label=None):
+def nccl_parse(text, label=None, rc=None):
     if text is not None and not isinstance(text, str):
         raise AnsibleFilterError(
             f"nccl_parse: input must be the launcher's output (a string), got {type(text).__name__}"
         )
-    return parse_log(text or "", None if label is None else str(label))
+    return parse_log(text or "", None if label is None else str(label), rc)
 
 
 class FilterModule:

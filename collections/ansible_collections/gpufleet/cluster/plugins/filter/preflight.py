@@ -14,8 +14,10 @@ description:
   - Returns every violation at once; an empty list means the inventory passes.
   - Reads only the host variables the checks use (C(ansible_host), C(bmc_ip), C(storage_ip),
     C(fabric_ips), C(kubernetes_node_version), C(storage_scratch_devices), C(storage_scratch_wipe),
-    C(acceptance_launcher), C(acceptance_container_image)), untemplated (C(hostvars.raw_get)), so a
-    value holding Jinja syntax is reported as a bad value or left to the role, never run.
+    C(acceptance_launcher), C(acceptance_container_image), C(rack), C(leaf_switch), the CUDA package pins,
+    the downloads' checksum variables and their roles' switches, C(preflight_unchecked_downloads)),
+    untemplated (C(hostvars.raw_get)), so a value holding Jinja syntax is reported as a bad value or left
+    to the role, never run.
   - The same core runs in C(scripts/gpufleet preflight); docs/preflight-checks.md lists the codes.
 options:
   _input:

@@ -11,7 +11,8 @@ version_added: 0.1.0
 description:
   - Builds the report of an NCCL acceptance from the runs, transport evidence, node records, violations, bisect
     and drained nodes the C(acceptance) role collected, and writes it under I(dest)C(/<cluster>/<timestamp>/) -
-    C(acceptance.json) (schema C(gpufleet.nccl-acceptance/1)), C(acceptance.md), one C(busbw-<run>.png) per run
+    C(acceptance.json) (schema C(gpufleet.nccl-acceptance/1)), C(acceptance.md), C(junit.xml) (JUnit XML for CI
+    systems), one C(busbw-<run>.png) per run
     (busbw against message size, with the floor and the physical limit), one C(history-<pool>.png) per pool (each
     node's single-node busbw over time), and the raw output of each run under C(logs/).
   - Appends one record per measured node to the cluster's history, I(dest)C(/<cluster>/history.jsonl), and sets
@@ -37,6 +38,10 @@ options:
       - One record per run - C(label), C(scope) (C(single-node), C(multi-node) or C(bisect)), C(host) (single-node),
         C(floor_gbps), C(limit_gbps), C(run) (one run of P(gpufleet.cluster.nccl_parse#filter), or null when the
         launcher printed no table), and optionally C(output), the raw output, written to C(logs/<label>.log).
+      - Optionally C(rc) (the launcher's exit status) and C(ended) (how the run ended, the C(ended) of
+        P(gpufleet.cluster.nccl_parse#filter)); the report shows each run's end and first failure line, and a run
+        that did not end cleanly fails whatever its busbw. C(nodes) and C(violations) (the run's own) place its
+        failures on its nodes in C(junit.xml).
     type: list
     elements: dict
     default: []
@@ -200,6 +205,13 @@ markdown:
   description: Path of C(acceptance.md).
   returned: always
   type: str
+junit:
+  description:
+    - Path of C(junit.xml), the report as JUnit XML for CI systems - one test suite per node, one test case per
+      check (its single-node run, each multi-node run it took part in, each other error naming it), failures with
+      the violations' messages.
+  returned: always
+  type: str
 plots:
   description: Paths of the PNG plots written.
   returned: always
@@ -287,7 +299,20 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.storage.acceptanc
     not_tested as storage_not_tested,
 )
 
-_RUN_KEYS = ("label", "scope", "host", "floor_gbps", "limit_gbps", "run", "log", "p2p")
+_RUN_KEYS = (
+    "label",
+    "scope",
+    "host",
+    "nodes",
+    "floor_gbps",
+    "limit_gbps",
+    "run",
+    "rc",
+    "ended",
+    "violations",
+    "log",
+    "p2p",
+)
 
 
 def merge_bisect(value) -> dict | None:
@@ -487,6 +512,7 @@ def main() -> None:
         "dir": out_dir,
         "json": os.path.join(out_dir, "acceptance.json"),
         "markdown": os.path.join(out_dir, "acceptance.md"),
+        "junit": os.path.join(out_dir, "junit.xml"),
         "plots": [],
         "logs": [os.path.join(out_dir, rel) for rel in log_texts],
         "timestamp": stamp,
@@ -535,6 +561,7 @@ def main() -> None:
             dir=written["dir"],
             json=written["json"],
             markdown=written["markdown"],
+            junit=written["junit"],
             plots=written["plots"],
             logs=written["logs"],
         )

@@ -1,5 +1,5 @@
 # gpufleet.cluster.mitogen_linear: Ansible's linear strategy run through Mitogen when it is installed
-# (requirements.txt pins it), plain linear otherwise. Opt-in: ANSIBLE_STRATEGY=gpufleet.cluster.mitogen_linear
+# (requirements.in), plain linear otherwise. Opt-in: ANSIBLE_STRATEGY=gpufleet.cluster.mitogen_linear
 # (ansible.cfg's default is gpufleet.cluster.linear); the lab (make lab), the benchmarks and Molecule set it.
 #
 # Mitogen keeps one Python interpreter per host over the SSH connection and sends modules to it,

@@ -158,7 +158,12 @@ def test_double_nic_loopback_gives_the_node_network_figure(lab, host, passes):
 )
 def test_parse_real_logs(name, network):
     parsed = nccl_parse(fixture(name), name)
-    assert set(parsed) == {"runs", "debug", "warnings", "busbw"}
+    assert set(parsed) == {"runs", "no_table", "debug", "warnings", "busbw", "failures", "ended"}
+    # Without an exit status, a run with a table completed unless it printed a failure line:
+    # here only nccl-tests' own "Out of bounds values : N FAILED" of the run with wrong values.
+    oob = any(r["out_of_bounds"] for r in parsed["runs"])
+    assert [f["text"].split(":")[0].strip() for f in parsed["failures"]] == (["# Out of bounds values"] if oob else [])
+    assert parsed["ended"]["status"] == ("failed" if oob else "completed" if parsed["runs"] else "no table")
     if parsed["runs"]:
         assert parsed["busbw"] == min(
             min(r["oop_busbw"] for r in run["rows"] if r["size"] == max(x["size"] for x in run["rows"]))

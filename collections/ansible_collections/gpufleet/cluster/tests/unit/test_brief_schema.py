@@ -40,6 +40,25 @@ FAILING = [
     ("cluster.name", "Bad Name!", "SCHEMA_BAD_FORMAT", "cluster.name"),
     ("pools.0.labels", {"ok": "a b"}, "SCHEMA_BAD_FORMAT", "pools[0].labels.ok"),
     ("software.cuda", 12.8, "SCHEMA_UNQUOTED_VERSION", "software.cuda"),
+    ("cluster.name", "lab\n", "SCHEMA_CONTROL_CHAR", "cluster.name"),
+    ("pools.0.labels", {"tier": "a\n"}, "SCHEMA_BAD_FORMAT", "pools[0].labels.tier"),
+    ("software.driver", "570.133.20\n", "SCHEMA_BAD_FORMAT", "software.driver"),
+    ("acceptance.max_bytes", "8G\n", "SCHEMA_BAD_FORMAT", "acceptance.max_bytes"),
+    ("pools.0.rdma_devices", ["mlx5_*", "$(reboot)"], "SCHEMA_BAD_FORMAT", "pools[0].rdma_devices[1]"),
+    (
+        "acceptance.workload",
+        {"command": "true", "checkpoint_dir": "/ckpt", "image": "nvcr.io/x:1 --privileged"},
+        "SCHEMA_BAD_FORMAT",
+        "acceptance.workload.image",
+    ),
+    ("pools.0.accelerator", "h100-sxm\n", "SCHEMA_CONTROL_CHAR", "pools[0].accelerator"),
+    ("cluster.description", "{{ lookup('pipe', 'id') }}", "SCHEMA_TEMPLATE_SYNTAX", "cluster.description"),
+    (
+        "cost",
+        {"monthly": {"compute": float("inf")}, "unit": {"name": "job"}},
+        "SCHEMA_WRONG_TYPE",
+        "cost.monthly.compute",
+    ),
 ]
 
 
@@ -64,6 +83,7 @@ PASSING = [
     ("software.slurm", "24.11.5"),
     ("networks.fabric.roce", {"pfc_priority": 3, "dscp": 26, "ecn": True}),
     ("cluster.description", "anything"),
+    ("pools.0.rdma_devices", ["mlx5_[0-3]", "mlx5_?", "ibp24s0"]),
 ]
 
 

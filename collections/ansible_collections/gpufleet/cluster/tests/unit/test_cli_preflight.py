@@ -246,3 +246,29 @@ def test_cli_entry_point_runs_standalone():
         check=False,
     )
     assert proc.returncode == 0 and json.loads(proc.stdout)["ok"] is True
+
+
+def test_hostile_brief_values_from_yaml_are_named(capsys, tmp_path):
+    """A brief file written as an operator would: a pool name with a final newline, an export carrying
+    unit directives, Jinja in the description, .inf as a cost. Each is named with its field."""
+    inv = tmp_path / "site"
+    shutil.copytree(fx("slurm"), inv)
+    text = (inv / "brief.yml").read_text()
+    name = text.split("pools:", 1)[1].split("name:", 1)[1].split("\n", 1)[0].strip()
+    text = text.replace(f"name: {name}", f'name: "{name}\\n"', 1)
+    text = text.replace("cluster:\n", "cluster:\n  description: \"{{ lookup('pipe', 'id') }}\"\n", 1)
+    text += (
+        "storage:\n  shared:\n"
+        '    - {server: 10.20.8.5, export: "/export/data\\n[Unit]\\nOnFailure=x.service", path: /shared}\n'
+        "cost:\n  monthly: {compute: .inf}\n  unit: {name: job}\n"
+    )
+    (inv / "brief.yml").write_text(text)
+    code, out, _err = cli(capsys, "-i", str(inv), "--format", "json")
+    found = {(v["code"], v["field"]) for v in json.loads(out)["violations"]}
+    assert code == 1
+    assert {
+        ("SCHEMA_CONTROL_CHAR", "pools[0].name"),
+        ("SCHEMA_CONTROL_CHAR", "storage.shared[0].export"),
+        ("SCHEMA_TEMPLATE_SYNTAX", "cluster.description"),
+        ("SCHEMA_WRONG_TYPE", "cost.monthly.compute"),
+    } <= found, found

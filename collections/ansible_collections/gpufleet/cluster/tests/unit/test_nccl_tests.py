@@ -20,6 +20,11 @@ RUN_KEYS = {
     "peak_busbw",
     "avg_busbw",
     "out_of_bounds",
+    "rank_hosts",
+    "max_bytes",
+    "completed",
+    "truncated",
+    "failures",
 }
 ROW_KEYS = {"size", "type", "oop_busbw", "ip_busbw", "oop_wrong", "ip_wrong", "oop_time_us", "ip_time_us"}
 
@@ -168,6 +173,11 @@ def test_fixture(name, nruns, collective, ranks, hosts, gpus, nccl, nrows, large
     if avg is not None:
         assert run["avg_busbw"] == pytest.approx(avg)
     assert run["out_of_bounds"] == oob
+    # Every fixture here is a run that printed its footer; the only failure line any prints is
+    # nccl-tests' own count of wrong values.
+    assert run["completed"] is True
+    assert [f["text"] for f in run["failures"]] == ([f"# Out of bounds values : {oob} FAILED"] if oob else [])
+    assert run["truncated"] is False
     # Peak is the max over all rows and both placements, never the footer's average.
     assert run["peak_busbw"] == max(max(r["oop_busbw"], r["ip_busbw"]) for r in run["rows"])
     json.dumps(runs)  # plain data

@@ -805,6 +805,15 @@ FAILING = [
         None,
         "tenants[0].pools",
     ),
+    # downloads
+    (
+        "nccl-tests unchecked",
+        "slurm",
+        host_set("gpu001", "nccl_tests_checksum", ""),
+        "DOWNLOAD_NO_CHECKSUM",
+        None,
+        "nccl_tests_checksum",
+    ),
 ]
 
 

@@ -85,7 +85,7 @@ def settings(brief: Mapping | None) -> dict:
 
 def stamp_time(stamp: str | None) -> str:
     """A report stamp (``20261129T100000Z``) as an ISO time; now when there is none or it is not a stamp."""
-    m = _STAMP.match(stamp or "")
+    m = _STAMP.fullmatch(stamp or "")
     if m:
         y, mo, d, h, mi, s = m.groups()
         return f"{y}-{mo}-{d}T{h}:{mi}:{s}Z"
@@ -363,7 +363,7 @@ def parse_slurm_mark(extra: str | None) -> str | None:
     """The date of ``accepted_until=YYYY-MM-DD`` in a Slurm node's Extra field, or None."""
     for part in re.split(r"[\s,]+", extra or ""):
         key, _, value = part.partition("=")
-        if key == SLURM_KEY and _DATE.match(value):
+        if key == SLURM_KEY and _DATE.fullmatch(value):
             return value
     return None
 
@@ -387,7 +387,7 @@ def k8s_marks(nodes: Mapping) -> dict[str, str | None]:
         meta = item.get("metadata") or {} if isinstance(item, Mapping) else {}
         if meta.get("name"):
             value = str((meta.get("labels") or {}).get(K8S_LABEL) or "")
-            out[meta["name"]] = value if _DATE.match(value) else None
+            out[meta["name"]] = value if _DATE.fullmatch(value) else None
     return out
 
 

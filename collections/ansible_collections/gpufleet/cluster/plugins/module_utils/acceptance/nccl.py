@@ -39,6 +39,10 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl_d
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import ERROR, WARNING, violation
 
 NCCL_NO_RUN = "NCCL_NO_RUN"
+# A run that printed a table but did not end cleanly: the launcher exited non-zero, was killed
+# or timed out, or a failure line was printed (RUN_FAILED); the table stopped early (INCOMPLETE).
+NCCL_RUN_FAILED = "NCCL_RUN_FAILED"
+NCCL_RUN_INCOMPLETE = "NCCL_RUN_INCOMPLETE"
 NCCL_BUSBW_BELOW_FLOOR = "NCCL_BUSBW_BELOW_FLOOR"
 NCCL_WRONG_RESULTS = "NCCL_WRONG_RESULTS"
 NCCL_NOT_VALIDATED = "NCCL_NOT_VALIDATED"
@@ -425,8 +429,9 @@ def plan_bisect(
 ) -> dict:
     """The next step of a bisect, from the results so far (stateless: replay-able from a list).
 
-    ``results`` are ``{"nodes": [...], "busbw": float | None}`` (None: the run failed,
-    counted as below the floor). Returns::
+    ``results`` are ``{"nodes": [...], "busbw": float | None, "failed": bool}`` (busbw None:
+    the run printed no table; ``failed``: the run did not end cleanly, see ``run.run_end``);
+    either is counted as below the floor, whatever the busbw. Returns::
 
         {"done": bool, "next": [[node, ...], ...],   # disjoint groups: run them, at once if you like
          "slow_nodes": [...], "slow_links": [[a, b], ...], "slow_groups": [[...], ...],
@@ -447,7 +452,9 @@ def plan_bisect(
     for r in results:
         group = frozenset(r.get("nodes") or ())
         if len(group) >= 2:
-            tested[group] = r.get("busbw")  # a re-run of the same group: the latest result counts
+            # A re-run of the same group: the latest result counts. A run that failed (exit
+            # status, failure line, table cut short) is a failed group whatever its busbw.
+            tested[group] = None if r.get("failed") else r.get("busbw")
 
     def passed(group: frozenset) -> bool:
         value = tested.get(group)
@@ -625,7 +632,9 @@ def bisect_violations(plan: dict, floor_gbps: float) -> list[dict]:
 
     def seen(node: str) -> str:
         figures = [
-            f"{'+'.join(t['nodes'])}: {_fmt(t.get('busbw'))} GB/s" for t in tests if node in (t.get("nodes") or [])
+            f"{'+'.join(t['nodes'])}: {_fmt(t.get('busbw'))} GB/s" + (" (run failed)" if t.get("failed") else "")
+            for t in tests
+            if node in (t.get("nodes") or [])
         ]
         return "; ".join(figures[:4]) or "see the bisect tests"
 

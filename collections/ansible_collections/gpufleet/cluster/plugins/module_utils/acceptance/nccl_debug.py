@@ -17,6 +17,8 @@ and returns what NCCL says it did:
   do not, None when the log does not say (see :func:`gdr_from_evidence`);
 * ``nvls`` — True when NVLink SHARP channels were set up, False when NCCL says
   0 NVLS channels, None when unknown;
+* ``hosts`` — the hosts that printed the lines (``unknown`` for a line whose host was
+  blanked or redacted, or printed none);
 * ``socket_fallback`` — NCCL carried inter-node traffic over TCP sockets
   (``Using network Socket``, a channel ``via NET/Socket``, or ``NET/IB : No
   device found`` before a Socket network).
@@ -30,8 +32,16 @@ import re
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl_tests import strip_prefix
 
-# host:pid:tid [cudaDev] NCCL INFO message
-_INFO = re.compile(r"^(?:(?P<host>[^\s:]+):\d+:\d+\s+)?(?:\[\d+\]\s+)?NCCL (?P<level>INFO|WARN)\s+(?P<msg>.*)$")
+# host:pid:tid [cudaDev] NCCL INFO message, wherever it is in the line (after a timestamp, a
+# launcher's tag); WARN lines name their source between the device and the level
+# (``[0] misc/socket.cc:502 NCCL WARN``). A log collector may blank the host
+# (``:22901:22901 [0] NCCL INFO``) or replace it (``NAME :70918:70928 [0] NCCL INFO``): the host
+# is then ``unknown``.
+_INFO = re.compile(
+    r"(?:(?:^|\s)(?P<host>[^\s:\[\]]*):(?P<pid>\d+):\d+\s+)?(?:\[\d+\]\s+)?(?:[\w./-]+:\d+\s+)?"
+    r"NCCL (?P<level>INFO|WARN)\s+(?P<msg>.*)$"
+)
+UNKNOWN_HOST = "unknown"
 _VERSION = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)(\S*)")
 _USING_NETWORK = re.compile(r"^Using network\s+(.+?)\s*$")
 _ASSIGNED_NET = re.compile(r"^Assigned NET plugin\s+(.+?)\s+to comm\b")
@@ -45,6 +55,9 @@ _GDR_HCA = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for HCA", re.I)
 _NVLS_CHANNELS = re.compile(r"\b(\d+)\s+nvls channels\b")
 _NVLS_CONNECTED = re.compile(r"Connected NVLS|NVLS comm 0x|nvls.*Connected", re.I)
 _NNODES = re.compile(r"\bnNodes\s+(\d+)\b")
+# A warning of a network transport names it first ("NET/IB : Got completion from peer ..."): the run
+# went through that network, though it may have died before printing "Using network".
+_WARN_NET = re.compile(r"^NET/(\w+)\s*:")
 _NRANKS = re.compile(r"\bnranks\s+(\d+)\b", re.I)
 
 SOCKET = "Socket"
@@ -109,11 +122,12 @@ def parse_debug(text: str, file: str | None = None) -> dict | None:
     nnodes: int | None = None
     nranks: int | None = None
     warnings: list[str] = []
+    warn_networks: list[str] = []
     for raw in text.splitlines():
         line = _strip(raw)
         if "NCCL " not in line:
             continue
-        m = _INFO.match(line)
+        m = _INFO.search(line)
         if not m:
             # "NCCL version 2.26.2+cuda12.8" printed by NCCL_DEBUG=VERSION, no INFO tag
             vm = _VERSION.match(line)
@@ -122,11 +136,13 @@ def parse_debug(text: str, file: str | None = None) -> dict | None:
             continue
         info_lines += 1
         msg = m.group("msg").strip()
-        if m.group("host"):
-            hosts.add(m.group("host"))
+        hosts.add(m.group("host") or UNKNOWN_HOST)
         if m.group("level") == "WARN":
             if len(warnings) < 20:
                 warnings.append(msg)
+            wn = _WARN_NET.match(msg)
+            if wn and wn.group(1) not in warn_networks:
+                warn_networks.append(wn.group(1))
             continue
         vm = _VERSION.search(msg)
         if vm and msg.startswith("NCCL version"):
@@ -180,13 +196,16 @@ def parse_debug(text: str, file: str | None = None) -> dict | None:
         if nn:
             nnodes = max(nnodes or 0, int(nn.group(1)))
         nr = _NRANKS.search(msg)
-        if nr and "ncclCommInitRank" in msg:
+        # "ncclCommInitRank comm 0x.. rank 0 nranks 16 ..." and "comm 0x.. rank 10 nranks 16 ... Init COMPLETE".
+        if nr and ("ncclCommInitRank" in msg or msg.startswith("comm 0x")):
             nranks = max(nranks or 0, int(nr.group(1)))
     if not info_lines:
         return None
-    network = networks[0] if networks else None
+    # "Using network" says it; failing that, the network a warning came from.
+    network = networks[0] if networks else (warn_networks[0] if warn_networks else None)
     socket_fallback = (
         any(n == SOCKET for n in networks)
+        or network == SOCKET
         or any(t.startswith("NET/Socket") for t in transports)
         or (no_ib_device and not ib_devices and network in (None, SOCKET))
     )

@@ -12,9 +12,26 @@ Reads every text format in use:
   ``# Collective test starting: <binary>``, ``unalign: 0``, the wider
   ``#wrong`` column and the ``# Collective test concluded`` footer);
 * both device forms, ``[0000:19:00]`` and ``[0x0f]``;
-* launcher noise anywhere: ``mpirun --tag-output`` (``[1,0]<stdout>:``),
-  ``srun --label`` (``0: ``), MPI / pmix / pyxis warnings between header lines,
+* every launcher's framing, stripped from each line before it is read: Open MPI
+  ``--tag-output`` (``[1,0]<stdout>:``), MPICH / Intel MPI ``-prepend-rank``
+  (``[0] ``), ``srun --label`` (``0: ``), Kubernetes log prefixes (an RFC 3339
+  timestamp, with the container runtime's ``stdout F `` after it, or
+  ``kubectl logs --prefix``'s ``[pod/name/container] ``), Ray's / SkyPilot's
+  ``(head, rank=0, pid=3808) ``, indented or not; ANSI colour codes, tabs and
+  CRLF line ends; MPI / pmix / pyxis warnings between header lines,
   NCCL INFO lines between rows;
+* header, device and footer lines with or without their ``#`` (log collectors
+  and some launchers drop it); device lines with a ``Group`` field (2.13 and
+  later) and without (``#   Rank  0 Pid 25 on host device  0 [0x10] A100``);
+* how a run ended: ``completed`` (its footer was printed), the failure lines
+  printed anywhere in the log (``Test NCCL failure``, ``Test CUDA failure``,
+  ``Test failure``, an MPI abort, a rank or srun task that died, a Slurm step
+  cancelled, ``Out of bounds values : N FAILED``) with the node each one names
+  (:func:`find_failures`), and whether the table stopped, with no footer,
+  before the largest size the run asked for (``truncated``); ``keep_empty``
+  also returns the runs that printed no table (what their header said);
+* the old ``error`` column (a relative error, so ``#wrong`` is None), nccl-tests'
+  ``Reducing maxBytes to N`` (memory), a footer with no table before it;
 * several runs in one log (split on the header lines), single-size runs,
   ``N/A`` in ``#wrong`` (``-c 0``), the ``Out of bounds`` / ``Avg bus bandwidth``
   footer, a run that failed before its table (reported as a warning);
@@ -23,10 +40,16 @@ Reads every text format in use:
 
 Every run is a dict in the CLI schema (``gpufleet nccl parse``)::
 
-    {"file", "collective", "ranks", "hosts", "gpu_names", "nccl_version",
+    {"file", "collective", "ranks", "hosts", "rank_hosts", "gpu_names", "nccl_version",
      "rows": [{"size", "type", "oop_busbw", "ip_busbw", "oop_wrong", "ip_wrong",
                "oop_time_us", "ip_time_us"}],
-     "peak_busbw", "avg_busbw", "out_of_bounds"}
+     "peak_busbw", "avg_busbw", "out_of_bounds",
+     "max_bytes", "completed", "truncated", "failures": [{"line", "text", "hosts"}]}
+
+``rank_hosts[i]`` is the host of rank ``i`` (None where the log has no device line
+for it); ``max_bytes`` the largest size the run asked for (its parameter line);
+``failures`` the failure lines printed after the run started (and before the next
+run of the log started), each with the node(s) it names.
 
 Sizes are int bytes, bandwidths float GB/s, times float microseconds, ``*_wrong``
 an int or None (``N/A``). ``peak_busbw`` is the max over rows (out-of-place and
@@ -44,26 +67,82 @@ import re
 import reprlib
 import sys
 
-# Launcher prefixes, stripped before anything else. Order matters: the Open MPI
-# tag (``[1,0]<stdout>:``, also ``[jobid,rank]<stderr>:``), then srun --label
-# (``12: ``), possibly after the MPI tag.
-_PREFIX_RES = (
-    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?"),
-    re.compile(r"^\s{0,4}\d{1,6}: "),
+# Launcher framing, stripped from each line before anything else reads it.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# Kubernetes: an RFC 3339 timestamp (``kubectl logs --timestamps``), followed in the node's own
+# log files by the container runtime's stream and tag (``stdout F ``, ``stderr P ``).
+_K8S_TIME = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s(?:(?:stdout|stderr)\s[FP]\s?)?"
 )
-_VERSION_LINE = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:.*?nccl-library=(\d+))?")
-_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
-_CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
-_PARAMS = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
-_USING_DEVICES = re.compile(r"^#\s*Using devices")
+# ``kubectl logs --prefix``: ``[pod/<name>/<container>] ``.
+_K8S_POD = re.compile(r"^\s*\[pod/[^\]\s]+\]\s?")
+# Per-rank tags, possibly nested (``[1,0]<stdout>:3: x``) and indented: Open MPI's
+# ``[job,rank]<stdout>:``, MPICH / Intel MPI ``-prepend-rank``'s ``[rank] ``, ``srun --label``'s
+# ``rank: ``, Ray's (SkyPilot's) ``(head, rank=0, pid=3808) ``.
+_PREFIX_RES = (
+    re.compile(r"^\s*\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s?"),
+    re.compile(r"^\s*\[\d{1,6}\]\s"),
+    re.compile(r"^\s{0,4}\d{1,6}: "),
+    re.compile(r"^\s*\((?:[\w.-]+, )?(?:rank=\d+, )?pid=\d+(?:, ip=[\w.:]+)?\)\s"),
+)
+# Header, device and footer lines, matched on the line without its leading ``#``.
+_VERSION_LINE = re.compile(r"^nccl-tests version\s+(\S+)(?:.*?nccl-library=(\d+))?")
+_STARTING = re.compile(r"^Collective test starting:\s*(\S+)")
+_CONCLUDED = re.compile(r"^Collective test concluded:\s*(\S+)")
+_REDUCING = re.compile(r"^Reducing maxBytes to\s+(\d+)")
+_PARAMS = re.compile(r"^nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+_STEP = re.compile(r"\bstep:\s*(\d+)\s*\((factor|bytes)\)")
+_USING_DEVICES = re.compile(r"^Using devices")
+# ``Group`` came with nccl-tests 2.13; older builds print ``Rank 0 Pid 25 on host device 0 [0x10] name``.
 _RANK = re.compile(
-    r"^#\s*Rank\s+(\d+)\s+Group\s+(\d+)\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
+    r"^Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
 )
 _NCCL_VERSION = re.compile(r"(?:^|\s)NCCL version\s+(\d+\.\d+\.\d+)")
-_TABLE_HEAD = re.compile(r"^#\s+size\s+count\s+type\b")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|inf)")
+_TABLE_HEAD = re.compile(r"^size\s+count\s+type\b")
+# nccl-tests before 2.0 printed the largest relative error ("error", a float such as 2e-07)
+# where later ones count wrong values ("#wrong"): that column is no count.
+_ERROR_COLUMN = re.compile(r"\berror\s*$")
+_OOB = re.compile(r"^Out of bounds values\s*:\s*(\d+)")
+_AVG = re.compile(r"^Avg bus bandwidth\s*:\s*([-+0-9.eE]+|nan|inf)")
+_ERROR = re.compile(r"^error:\s*(.+)$")
+_NCCL_DEBUG = re.compile(r"\bNCCL (?:INFO|WARN)\b")
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+# Lines worth quoting when a run printed no table (the first one becomes the warning's detail).
 _FAILURE = re.compile(r"(Test (?:CUDA|NCCL|NVML)? ?failure|Test failure|Invalid number of GPUs|NCCL WARN|error:)")
+# Lines that mean the run failed, wherever they are: nccl-tests' own test failures, an MPI
+# abort or a rank that died (Open MPI, MPICH / Intel MPI), an srun task that exited non-zero
+# or was killed, a Slurm step cancelled (time limit, node failure), a crashed process.
+_RUN_FAILURE = re.compile(
+    r"Test (?:NCCL |CUDA |NVML )?failure\b"
+    r"|Invalid number of GPUs"
+    r"|MPI_ABORT was invoked"
+    r"|\bnoticed that process rank \d+ .*\b(?:exited on signal|exited with|returned)"
+    r"|\bdetected that one or more processes exited with non-zero status"
+    r"|BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
+    r"|^Abort\(\d+\) on node \d+"
+    r"|^srun: error: .*\btask \d+(?:-\d+)?: (?:Exited with exit code [1-9]|Killed|Aborted|Segmentation|Terminated|"
+    r"Bus error|Floating point|Illegal)"
+    r"|\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED"
+    r"|\bSegmentation fault\b|\(core dumped\)"
+    r"|\bis aborting the MPI job\b"
+    r"|^ssh: connect to host \S+ port \d+: "
+    r"|\b(?:ORTE|PRTE) (?:was unable to reliably start|has lost communication with)"
+    r"|^Out of bounds values\s*:\s*[1-9]\d*\s+FAILED"
+)
+# Lines that explain a run that printed no table, when nothing above does: what NCCL or UCX
+# reported as it failed (a run with a table may print such lines and still be sound).
+_WEAK_FAILURE = re.compile(r"\bNCCL WARN\b|\bUCX\s+ERROR\b")
+# The node a failure line names: ``gpu01: Test NCCL failure``, `` .. gpu01 pid 25: Test failure``,
+# ``... on node gpu02 exited on signal 6``, ``srun: error: gpu02: task 1: ...``, ``STEP 7.0 ON gpu01``.
+_FAILURE_HOST = (
+    # Also where the failure cut a table row: ``  2097152  32768  float  none  -1 node0: Test CUDA failure``.
+    re.compile(r"(?:^|\s)(?:\.\.\s+)?([\w.-]+?)(?:\s+pid\s+\d+)?:\s+Test (?:NCCL |CUDA |NVML )?failure"),
+    re.compile(r"\bon node ([\w.-]*[A-Za-z_][\w.-]*)"),  # not Intel MPI's "on node 9" (a rank)
+    re.compile(r"^srun: error: ([\w.-]+): task"),
+    re.compile(r"\b(?:STEP|JOB) \S+ ON ([\w.-]+) CANCELLED"),
+)
+# The rank a failure line names, to find its node from the device lines.
+_FAILURE_RANK = re.compile(r"\b(?:process rank|task|invoked on rank|rank) (\d+)\b")
 _NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$|^\d{2}:\d{2}:\d{2}$")
 _HEADER_ORDER = {"version": 1, "starting": 2, "params": 3}
@@ -98,11 +177,60 @@ def nccl_version_from_code(code: int | str | None) -> str | None:
 
 
 def strip_prefix(line: str) -> str:
-    """Remove launcher tags (``[1,0]<stdout>:``, ``3: ``) and the trailing newline."""
-    line = line.rstrip("\r\n")
-    for rx in _PREFIX_RES:
-        line = rx.sub("", line, count=1)
+    """One line as the tool printed it: without the launcher's framing and the line end.
+
+    Removes ANSI colour codes, carriage returns, a Kubernetes timestamp (and the runtime's
+    ``stdout F ``) or ``[pod/...]`` prefix, then per-rank tags (``[1,0]<stdout>:``, ``[0] ``,
+    ``3: ``, also nested), and turns tabs into spaces.
+    """
+    line = _ANSI.sub("", line.rstrip("\r\n")).replace("\r", "").replace("\t", " ")
+    line = _K8S_TIME.sub("", line, count=1)
+    line = _K8S_POD.sub("", line, count=1)
+    for _ in range(3):
+        before = line
+        for rx in _PREFIX_RES:
+            line = rx.sub("", line, count=1)
+        if line == before:
+            break
     return line
+
+
+def failure_in(line: str, weak: bool = False) -> str | None:
+    """The failure a (framing-free) line reports, stripped; None when it reports none.
+
+    ``weak`` also takes NCCL WARN and UCX ERROR lines (the cause of a run without a table)."""
+    stripped = line.strip()
+    body = stripped.lstrip("#").strip()
+    if _RUN_FAILURE.search(body) or (weak and _WEAK_FAILURE.search(body)):
+        return stripped
+    return None
+
+
+def failure_hosts(text: str, rank_hosts: list | None = None) -> list[str]:
+    """The node(s) a failure line names: by name, or by the rank it names (``rank_hosts[rank]``)."""
+    for rx in _FAILURE_HOST:
+        m = rx.search(text)
+        if m:
+            return [m.group(1)]
+    m = _FAILURE_RANK.search(text)
+    if m and rank_hosts:
+        rank = _many(m.group(1))
+        if rank < len(rank_hosts) and rank_hosts[rank]:
+            return [rank_hosts[rank]]
+    return []
+
+
+def find_failures(text: str, rank_hosts: list | None = None, weak: bool = False) -> list[dict]:
+    """Every failure line of a whole log: ``[{"line", "text", "hosts"}]`` (line numbers from 1);
+    ``weak`` adds NCCL WARN and UCX ERROR lines."""
+    out = []
+    if not isinstance(text, str):
+        return out
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        found = failure_in(strip_prefix(raw), weak)
+        if found:
+            out.append({"line": line_no, "text": found[:300], "hosts": failure_hosts(found, rank_hosts)})
+    return out
 
 
 def collective_name(text: str | None) -> str | None:
@@ -196,7 +324,28 @@ def _new_state(file: str | None, line_no: int) -> dict:
         "closed": False,
         "header": 0,  # the last header line seen: 1 version, 2 test starting, 3 parameters
         "errors": [],
+        "max_bytes": None,
+        "step": None,  # (value, "factor" | "bytes") from the parameter line
+        "failures": [],
+        "error_column": False,  # the table's 4th figures are a relative error, not a count
+        "reduced_to": None,  # "Reducing maxBytes to N due to memory limitation"
     }
+
+
+def _rank_hosts(ranks: dict) -> list:
+    return [ranks[i][0] if i in ranks else None for i in range(max(ranks) + 1)] if ranks else []
+
+
+def _truncated(state: dict) -> bool:
+    """The table stopped before the largest size the run asked for: the next size would still fit,
+    and no footer says the run got to its end."""
+    rows, limit = state["rows"], state["reduced_to"] or state["max_bytes"]
+    if not rows or not limit or state["closed"]:
+        return False
+    largest = max(r["size"] for r in rows)
+    value, kind = state["step"] or (2, "factor")
+    following = largest + value if kind == "bytes" else largest * max(value, 2)
+    return largest < limit and following <= limit
 
 
 def _finish(state: dict) -> dict:
@@ -213,17 +362,25 @@ def _finish(state: dict) -> dict:
         "gpu_names": sorted({r[1] for r in ranks.values() if r[1]}),
         "nccl_version": version,
         "rows": rows,
+        "rank_hosts": _rank_hosts(ranks),
         "peak_busbw": max(peaks) if peaks else None,
         "avg_busbw": state["avg_busbw"],
         "out_of_bounds": state["out_of_bounds"],
+        "max_bytes": state["max_bytes"],
+        "completed": bool(state["closed"]),
+        "truncated": _truncated(state),
+        "failures": [
+            dict(f, hosts=f["hosts"] or failure_hosts(f["text"], _rank_hosts(ranks))) for f in state["failures"]
+        ],
     }
 
 
-def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str]]:
+def parse_text(text: str, file: str | None = None, keep_empty: bool = False) -> tuple[list[dict], list[str]]:
     """Parse nccl-tests text output (a whole log) -> ``(runs, warnings)``.
 
-    A run with no result row (the test failed before its table) is not returned;
-    it becomes a warning naming the line and the failure text when there is one.
+    A run with no result row (the test failed before its table) becomes a warning naming
+    the line and the failure text when there is one; it is returned as well (with no rows,
+    what its header and device lines said) only with ``keep_empty``.
     """
     runs: list[dict] = []
     warnings: list[str] = []
@@ -241,6 +398,8 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
         else:
             detail = f": {state['errors'][0]}" if state["errors"] else ""
             warnings.append(f"{where}:{state['line']}: nccl-tests run has no result rows{detail}")
+            if keep_empty:
+                runs.append(_finish(state))
         state = None
 
     def open_run(line_no: int) -> dict:
@@ -265,22 +424,26 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
         stripped = line.strip()
         if not stripped:
             continue
-        if " NCCL INFO " in line:
+        if _NCCL_DEBUG.search(line):
             m = _NCCL_VERSION.search(line)
-            if m:
+            if m and not _NCCL_WARN.search(line):
                 if state is not None and not state["closed"] and not state["nccl_version"]:
                     state["nccl_version"] = m.group(1)
                 elif state is None or state["closed"]:
                     pending_version = m.group(1)
-            continue
-        if " NCCL WARN " in line:
-            if state is not None and not state["closed"]:
+            elif _NCCL_WARN.search(line) and state is not None and not state["closed"]:
                 state["errors"].append(stripped)
             continue
-        if not stripped.startswith("#"):
+        commented = stripped.startswith("#")
+        # Header, device and footer lines read the same with or without their "#".
+        body = stripped.lstrip("#").strip() if commented else stripped
+        if not commented:
             row = parse_row(stripped)
             if row is not None:
-                current(line_no)["rows"].append(row)
+                run = current(line_no)
+                if run["error_column"]:
+                    row.update(oop_wrong=None, ip_wrong=None)
+                run["rows"].append(row)
                 continue
             m = _NCCL_VERSION.search(stripped)
             if m and stripped.startswith("NCCL version"):
@@ -289,27 +452,27 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
                 elif state is None or state["closed"]:
                     pending_version = m.group(1)
                 continue
-            if _FAILURE.search(stripped):
-                if state is not None and not state["closed"]:
-                    state["errors"].append(stripped)
-                else:
-                    warnings.append(f"{where}:{line_no}: {stripped}")
+        failed = failure_in(stripped)
+        if failed:
+            # A failure belongs to the last run that started before it, finished or not.
+            if state is not None:
+                state["failures"].append({"line": line_no, "text": failed[:300], "hosts": failure_hosts(failed)})
+                if not state["closed"]:
+                    state["errors"].append(failed)
+            else:
+                warnings.append(f"{where}:{line_no}: {failed}")
+            if not _OOB.match(body):  # "Out of bounds values : N FAILED" is the footer as well
                 continue
-            name = collective_name(stripped)
-            if name and (state is None or state["closed"] or state["rows"]):
-                pending_binary = name
-            continue
-        # Comment lines: header, devices, table header, footer.
         kind = None
-        m = _VERSION_LINE.match(stripped)
+        m = _VERSION_LINE.match(body)
         if m:
             kind = "version"
         else:
-            m = _STARTING.match(stripped)
+            m = _STARTING.match(body)
             if m:
                 kind = "starting"
             else:
-                m = _PARAMS.match(stripped)
+                m = _PARAMS.match(body)
                 kind = "params" if m else None
         if kind:
             run = state
@@ -321,23 +484,35 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
                 run["nccl_library_code"] = m.group(2)
             elif kind == "starting":
                 run["collective"] = collective_name(m.group(1)) or m.group(1)
+            else:
+                run["max_bytes"] = _many(m.group(4))
+                sm = _STEP.search(body)
+                if sm:
+                    run["step"] = (_many(sm.group(1)), sm.group(2))
             continue
-        if _USING_DEVICES.match(stripped):
+        if _USING_DEVICES.match(body):
             current(line_no, header=True)
             continue
-        m = _RANK.match(stripped)
+        m = _RANK.match(body)
         if m:
             run = current(line_no, header=True)
             run["ranks"][_many(m.group(1))] = (m.group(4), m.group(7))
             continue
-        if _TABLE_HEAD.match(stripped):
-            current(line_no, header=True)
+        if _TABLE_HEAD.match(body):
+            current(line_no, header=True)["error_column"] = bool(_ERROR_COLUMN.search(body))
             continue
-        m = _OOB.match(stripped)
-        if m and state is not None:
-            state["out_of_bounds"] = _many(m.group(1))
+        m = _REDUCING.match(body)
+        if m and state is not None and not state["rows"]:
+            state["reduced_to"] = _many(m.group(1))
             continue
-        m = _AVG.match(stripped)
+        m = _OOB.match(body)
+        if m:
+            # A footer with no run before it (an excerpt that starts there) is a run of its own.
+            (state if state is not None else current(line_no))["out_of_bounds"] = _many(m.group(1))
+            continue
+        m = _AVG.match(body)
+        if m and state is None:
+            current(line_no)
         if m and state is not None:
             try:
                 state["avg_busbw"] = float(m.group(1))
@@ -346,14 +521,31 @@ def parse_text(text: str, file: str | None = None) -> tuple[list[dict], list[str
             if state["out_of_bounds"] is not None or state["rows"]:
                 state["closed"] = True
             continue
-        m = _CONCLUDED.match(stripped)
+        m = _CONCLUDED.match(body)
         if m and state is not None:
             state["closed"] = True
             continue
-        m = re.match(r"^#\s*error:\s*(.+)$", stripped)
+        m = _ERROR.match(body)
         if m and state is not None:
             state["errors"].append(m.group(1))
+            continue
+        if commented:
+            continue
+        if _FAILURE.search(stripped):
+            if state is not None and not state["closed"]:
+                state["errors"].append(stripped)
+            else:
+                warnings.append(f"{where}:{line_no}: {stripped}")
+            continue
+        name = collective_name(stripped)
+        if name and (state is None or state["closed"] or state["rows"]):
+            pending_binary = name
     close()
+    if keep_empty and not runs and pending_binary:
+        # The launcher named the binary but nccl-tests printed no header (it failed to start).
+        state = _new_state(file, 0)
+        state["collective"] = pending_binary
+        runs.append(_finish(state))
     if not runs and not warnings:
         warnings.append(f"{where}: no nccl-tests run found")
     return runs, warnings
@@ -510,8 +702,14 @@ def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict):
         state["avg_busbw"] = _jnum(avg.get("bandwidth"))
+    # The -J file is written whole at the end of a run: its footer figures mean the run got there.
+    state["closed"] = isinstance(avg, dict) or isinstance(oob, dict)
+    if isinstance(config.get("max_bytes", config.get("maxBytes")), int):
+        state["max_bytes"] = config.get("max_bytes", config.get("maxBytes"))
     for err in _jerrors(doc.get("errors")):
-        warnings.append(f"{where}: nccl-tests reported: {_shown(err, 300)}")
+        text = err if isinstance(err, str) else _shown(err, 300)
+        warnings.append(f"{where}: nccl-tests reported: {_shown(text, 300)}")
+        state["failures"].append({"line": 0, "text": text[:300], "hosts": failure_hosts(text[:300])})
     if not rows:
         warnings.append(f"{where}: nccl-tests JSON has no result rows")
         return [], warnings
@@ -537,8 +735,9 @@ def looks_like_json(text: str) -> bool:
     return text.lstrip().startswith("{")
 
 
-def parse(text: str, file: str | None = None) -> tuple[list[dict], list[str]]:
-    """Parse either format (text or ``-J`` JSON, told apart by content) -> ``(runs, warnings)``."""
+def parse(text: str, file: str | None = None, keep_empty: bool = False) -> tuple[list[dict], list[str]]:
+    """Parse either format (text or ``-J`` JSON, told apart by content) -> ``(runs, warnings)``;
+    ``keep_empty`` as :func:`parse_text` takes it."""
     if not isinstance(text, str):
         return [], [f"{file or '<input>'}: input is not text"]
     if looks_like_json(text):
@@ -548,10 +747,10 @@ def parse(text: str, file: str | None = None) -> tuple[list[dict], list[str]]:
             return [], [f"{file or '<input>'}: JSON nested too deep: not an nccl-tests -J file"]
         except ValueError as exc:
             # A -J file cut short by a crash: say so, then try the text parser anyway.
-            runs, warnings = parse_text(text, file)
+            runs, warnings = parse_text(text, file, keep_empty)
             return runs, [f"{file or '<input>'}: invalid JSON ({exc}); read as text", *warnings]
         return parse_json_doc(doc, file)
-    return parse_text(text, file)
+    return parse_text(text, file, keep_empty)
 
 
 def busbw_at_largest(run: dict) -> float | None:

@@ -15,6 +15,10 @@ A run record (what the playbook collects per test) is::
      "host": "gpu01" | None,            # single-node runs
      "floor_gbps": 440, "limit_gbps": 450,
      "run": <a run from nccl_tests.parse> | None,
+     "rc": the launcher's exit status (optional),
+     "ended": how the run ended, run.run_end's dict (optional; derived from rc and run without it),
+     "nodes": the nodes of a multi-node or bisect run (optional),
+     "violations": the run's own violations (optional; the JUnit XML attributes them to its nodes),
      "log": "path of the raw log" (optional),
      "p2p": <the node's nvbandwidth record, acceptance/p2p.py> (single-node runs, optional)}
 
@@ -39,7 +43,9 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl i
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.outliers import judge as judge_outliers
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.quote import compare as compare_quote
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import COMPLETED, run_end
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import write_atomic
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.junit import case, junit_xml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import ERROR, WARNING, sort_key
 
 SCHEMA = "gpufleet.nccl-acceptance/1"
@@ -57,14 +63,24 @@ def slug(label: str) -> str:
     return _SLUG.sub("-", label).strip("-") or "run"
 
 
+def _ended(record: dict, run: dict | None) -> dict:
+    """How the record's run ended: the record's own ``ended``, else from its exit status and table."""
+    ended = record.get("ended")
+    if isinstance(ended, dict) and ended.get("status"):
+        return ended
+    return run_end({"runs": [run] if run and run.get("rows") else []}, record.get("rc"))
+
+
 def _run_entry(record: dict) -> dict:
     run = record.get("run") or None
     summary = summarize_run(run) if run else summarize_run({})
     floor = record.get("floor_gbps")
     busbw = summary["busbw_largest"]
+    ended = _ended(record, run)
     if (
         run is None
         or not run.get("rows")
+        or ended["status"] != COMPLETED
         or (floor is not None and (busbw is None or busbw < float(floor)))
         or summary["wrong_total"]
         or (run.get("out_of_bounds") or 0) > 0
@@ -81,6 +97,11 @@ def _run_entry(record: dict) -> dict:
         "floor_gbps": floor,
         "limit_gbps": record.get("limit_gbps"),
         "result": result,
+        # How the run ended: status (completed, failed, timed out, killed, incomplete, no table),
+        # the launcher's exit status and the first failure line it printed.
+        "ended": {k: ended.get(k) for k in ("status", "rc", "signal", "failure", "hosts", "detail")},
+        "nodes": list(record.get("nodes") or []),
+        "violations": list(record.get("violations") or []),
         "log": record.get("log"),
         "p2p": record.get("p2p") or None,
         **summary,
@@ -289,6 +310,7 @@ def render_markdown(report: dict) -> str:
                 e.get("avg_busbw"),
                 f"{e['latency_us']:.1f} us @ {human_size(e['smallest_size'])}" if e.get("latency_us") else None,
                 e.get("wrong_total"),
+                _ended_cell(e.get("ended")),
                 e["result"].upper(),
             ]
         )
@@ -306,11 +328,19 @@ def render_markdown(report: dict) -> str:
             "avg",
             "latency",
             "#wrong",
+            "ended",
             "result",
         ],
         rows,
     )
     out.append("")
+    failed = [e for e in report.get("runs", []) if (e.get("ended") or {}).get("failure")]
+    if failed:
+        out.append("Failure lines (the first each run printed; its log has the rest):")
+        out.append("")
+        for e in failed:
+            out.append(f"- {e['label']}: `{_cell(e['ended']['failure']).replace('`', chr(39))}`")
+        out.append("")
     out += render_p2p(report)
 
     nodes = report.get("nodes") or []
@@ -408,6 +438,15 @@ def render_markdown(report: dict) -> str:
         out.append(f"_Plots skipped: {skipped}_")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _ended_cell(ended: dict | None) -> str | None:
+    """``completed (exit 0)``, ``failed (exit 2)``, ``killed (signal 9)``, ``timed out (exit 124)``."""
+    if not ended:
+        return None
+    rc, signal = ended.get("rc"), ended.get("signal")
+    how = f"signal {signal}" if signal else (f"exit {rc}" if rc is not None else "exit status not known")
+    return f"{ended.get('status')} ({how})"
 
 
 def render_p2p(report: dict) -> list[str]:
@@ -850,10 +889,98 @@ def plot_run(entry: dict, path: str) -> str:
     return path
 
 
-def write_report(base_dir: str, report: dict, *, plots: bool = True) -> dict:
-    """Write ``<base_dir>/<cluster>/<timestamp>/{acceptance.json, acceptance.md, busbw-<run>.png}``.
+# --- JUnit XML ------------------------------------------------------------------------
 
-    Returns ``{"dir", "json", "markdown", "plots": [...]}``. A plot that cannot be
+
+def _errors_of(violations) -> list[dict]:
+    return [v for v in violations or [] if isinstance(v, dict) and v.get("severity") == ERROR]
+
+
+def _say(v: dict) -> str:
+    return f"{v.get('code')}: {v.get('message')}"
+
+
+def junit_cases(report: dict) -> list[dict]:
+    """The report as JUnit cases: per node, its single-node run, each multi-node run it took part
+    in, and each other error violation naming it (by code); then the cluster's own errors.
+
+    A run's failures are its error violations (the record's own, or the report's that name its
+    label), else why its result is a fail. Bisect runs are diagnostics, not cases; what the
+    bisect found (a slow node) is a violation naming the node.
+    """
+    violations = report.get("violations") or []
+    used: set[tuple] = set()
+    runs = [e for e in report.get("runs") or [] if e.get("scope") != "bisect"]
+
+    def run_failures(e: dict) -> list[str]:
+        own = _errors_of(e.get("violations"))
+        if not own:
+            label = f"{e.get('label')}:"
+            own = [v for v in _errors_of(violations) if str(v.get("message", "")).startswith(label)]
+        used.update((v.get("code"), v.get("host"), v.get("message")) for v in own)
+        texts = [_say(v) for v in own]
+        if e.get("result") == FAIL and not texts:
+            ended = e.get("ended") or {}
+            texts = [
+                f"{e.get('label')}: result fail (busbw {e.get('busbw_largest')} GB/s at "
+                f"{human_size(e.get('largest_size'))}, floor {e.get('floor_gbps')}; run {ended.get('status')})"
+            ]
+        return texts
+
+    cases: list[dict] = []
+    hosts = [n.get("host") for n in report.get("nodes") or [] if n.get("host")]
+    for host in dict.fromkeys(hosts):
+        singles = [e for e in runs if e.get("scope") == "single-node" and e.get("host") == host]
+        if singles:
+            for e in singles:
+                cases.append(case(host, "single-node all_reduce", run_failures(e), output=_run_output(e)))
+        else:
+            cases.append(case(host, "single-node all_reduce", skipped="no single-node run of this node in the report"))
+        for e in runs:
+            if e.get("scope") == "single-node":
+                continue
+            members = e.get("nodes") or (e.get("run") or {}).get("hosts") or []
+            if host in members or (e.get("host") == host):
+                cases.append(case(host, f"{e.get('scope')} all_reduce: {e.get('label')}", run_failures(e)))
+    for host in dict.fromkeys(hosts):
+        for v in _errors_of(violations):
+            key = (v.get("code"), v.get("host"), v.get("message"))
+            if v.get("host") == host and key not in used:
+                used.add(key)
+                cases.append(case(host, str(v.get("code")), [_say(v)]))
+    for v in _errors_of(violations):
+        key = (v.get("code"), v.get("host"), v.get("message"))
+        if key not in used:
+            used.add(key)
+            cases.append(case(v.get("host") or "cluster", str(v.get("code")), [_say(v)]))
+    if not cases:
+        cases.append(case("cluster", "acceptance", ["nothing was measured"] if report.get("verdict") == FAIL else []))
+    return cases
+
+
+def _run_output(e: dict) -> str | None:
+    if e.get("busbw_largest") is None:
+        return None
+    return (
+        f"busbw {e['busbw_largest']:.2f} GB/s at {human_size(e.get('largest_size'))} "
+        f"(floor {e.get('floor_gbps')}); ended {_ended_cell(e.get('ended'))}"
+    )
+
+
+def render_junit(report: dict) -> str:
+    """The report as a JUnit XML document (``junit.xml`` beside ``acceptance.json``)."""
+    return junit_xml(
+        f"gpufleet acceptance {report.get('cluster')}",
+        junit_cases(report),
+        prefix="gpufleet.acceptance",
+        timestamp=report.get("timestamp"),
+    )
+
+
+def write_report(base_dir: str, report: dict, *, plots: bool = True) -> dict:
+    """Write ``<base_dir>/<cluster>/<timestamp>/{acceptance.json, acceptance.md, junit.xml, busbw-<run>.png}``.
+
+    Returns ``{"dir", "json", "markdown", "junit", "plots": [...]}``. A plot that cannot be
     drawn (no matplotlib) is skipped; the report says why.
     """
     out_dir = os.path.join(base_dir, slug(report["cluster"]), report["timestamp"])
@@ -885,6 +1012,8 @@ def write_report(base_dir: str, report: dict, *, plots: bool = True) -> dict:
             written.append(os.path.join(out_dir, name))
     json_path = os.path.join(out_dir, "acceptance.json")
     md_path = os.path.join(out_dir, "acceptance.md")
+    junit_path = os.path.join(out_dir, "junit.xml")
+    write_atomic(junit_path, render_junit(report))
     write_atomic(json_path, json.dumps(report, indent=2, sort_keys=False) + "\n")
     write_atomic(md_path, render_markdown(report))
-    return {"dir": out_dir, "json": json_path, "markdown": md_path, "plots": written}
+    return {"dir": out_dir, "json": json_path, "markdown": md_path, "junit": junit_path, "plots": written}

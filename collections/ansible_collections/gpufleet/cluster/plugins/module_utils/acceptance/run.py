@@ -5,7 +5,9 @@
 * :func:`acceptance_spec` — one pool's effective gate: floors (pool > brief > catalogue),
   physical limits, message sizes, fabric and GPUDirect, GPUs per node.
 * :func:`parse_log` — a launcher's output (nccl-tests text or ``-J`` JSON, with or
-  without NCCL_DEBUG=INFO lines) -> ``{runs, debug, warnings, busbw}``.
+  without NCCL_DEBUG=INFO lines) -> ``{runs, debug, warnings, busbw, failures, ended}``.
+* :func:`run_end` — how a run ended (``completed``, ``failed``, ``timed out``, ``killed``,
+  ``incomplete``, ``no table``), from the launcher's exit status and the log.
 * :func:`evaluate_log` — the violations of one parsed log for a scope
   (``single-node``, ``multi-node``, ``loopback``, ``bisect``).
 * :func:`launch_argv` — the argv of a run: the binary alone, ``srun --mpi=pmix``
@@ -30,6 +32,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.catalogue i
     get_topology,
     single_node_ceiling_gbps,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import ERROR, violation
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.gate import (
     effective_brief,
     multi_node_ceiling_gbps,
@@ -110,19 +113,124 @@ def acceptance_spec(brief: dict, pool, *, min_bytes=None, max_bytes=None) -> dic
 # --- one log ---------------------------------------------------------------------------
 
 
-def parse_log(text, label: str | None = None) -> dict:
-    """A launcher's output -> ``{"runs", "debug", "warnings", "busbw"}``.
+def parse_log(text, label: str | None = None, rc: int | None = None) -> dict:
+    """A launcher's output -> ``{"runs", "no_table", "debug", "warnings", "busbw", "failures", "ended"}``.
 
     ``debug`` is the NCCL_DEBUG=INFO evidence (or None), its ``file`` set to ``label``;
     ``busbw`` is the gated figure (out-of-place at the largest size) of the slowest run, None
-    when no run printed a table.
+    when no run printed a table; ``failures`` every failure line of the output (see
+    :func:`nccl_tests.find_failures`; without a table and without such a line, the first NCCL WARN
+    or UCX ERROR line); ``no_table`` the runs that printed a header but no result row;
+    ``ended`` how the run ended (:func:`run_end`), with
+    ``rc`` the launcher's exit status when it is known.
     """
     text = text if isinstance(text, str) else ""
-    runs, warnings = nccl_tests.parse(text, label)
+    every, warnings = nccl_tests.parse(text, label, keep_empty=True)
+    runs = [r for r in every if r["rows"]]
     debug = None if nccl_tests.looks_like_json(text) else nccl_debug.parse_debug(text, label)
     figures = [acc.summarize_run(r)["busbw_largest"] for r in runs]
     figures = [f for f in figures if f is not None]
-    return {"runs": runs, "debug": debug, "warnings": warnings, "busbw": min(figures) if figures else None}
+    rank_hosts = next((r.get("rank_hosts") for r in every if r.get("rank_hosts")), None)
+    if nccl_tests.looks_like_json(text):
+        failures = [f for r in runs for f in r.get("failures") or []]
+    else:
+        failures = nccl_tests.find_failures(text, rank_hosts)
+        if not failures and not runs:
+            # No table and no failure line: what NCCL or UCX reported is the cause.
+            failures = nccl_tests.find_failures(text, rank_hosts, weak=True)[:1]
+    parsed = {
+        "runs": runs,
+        # Runs that printed their header and devices but no table: who took part, for the messages.
+        "no_table": [r for r in every if not r["rows"]],
+        "debug": debug,
+        "warnings": warnings,
+        "busbw": min(figures) if figures else None,
+        "failures": failures,
+    }
+    parsed["ended"] = run_end(parsed, rc)
+    return parsed
+
+
+# How a run ended. Only "completed" may pass: the others are failed groups for the bisect.
+COMPLETED = "completed"
+FAILED = "failed"
+TIMED_OUT = "timed out"
+KILLED = "killed"
+INCOMPLETE = "incomplete"
+NO_TABLE = "no table"
+_TIMEOUT_RC = 124  # timeout(1) and nccl_run_batch
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+
+
+def run_end(parsed: dict, rc=None) -> dict:
+    """How a run ended: ``{"status", "rc", "signal", "failure", "hosts", "detail"}``.
+
+    ``status``: ``timed out`` (exit 124), ``killed`` (a signal: a negative status as Python
+    reports it, or 128 + N as a shell does), ``failed`` (any other non-zero exit, or a failure
+    line anywhere in the output), ``incomplete`` (a table that stops before the largest size
+    its run asked for), ``no table`` (nothing printed a result row), else ``completed``.
+    ``failure`` is the first failure line (None when there is none), ``hosts`` the node(s) the
+    failure lines name, ``detail`` the whole in words for a message.
+    """
+    parsed = parsed or {}
+    try:
+        code = None if rc is None or rc == "" else int(rc)
+    except (TypeError, ValueError):
+        code = None
+    runs = parsed.get("runs") or []
+    failures = parsed.get("failures")
+    if failures is None:
+        failures = [f for r in runs for f in r.get("failures") or []]
+    hosts = sorted({h for f in failures for h in f.get("hosts") or []})
+    signal = None
+    if code == _TIMEOUT_RC:
+        status, said = TIMED_OUT, f"timed out (exit {code})"
+    elif code is not None and (code < 0 or code > 128):
+        signal = -code if code < 0 else code - 128
+        status, said = KILLED, f"killed by signal {signal} ({_SIGNALS.get(signal, 'signal')}, exit {code})"
+    elif code:
+        status, said = FAILED, f"exit {code}"
+    elif failures:
+        status, said = FAILED, "a failure line in its output"
+    elif any(r.get("truncated") for r in runs):
+        status, said = INCOMPLETE, "its table stopped before the largest size it asked for"
+    elif not runs:
+        status, said = NO_TABLE, "no result table"
+    else:
+        status, said = COMPLETED, "exit 0" if code == 0 else "its footer"
+    truncated = [r for r in runs if r.get("truncated")]
+    if truncated and status != INCOMPLETE:
+        said += "; its table stopped before the largest size it asked for"
+    if truncated:
+        run = truncated[0]
+        largest = max(row["size"] for row in run["rows"])
+        said += f" (at {acc.human_size(largest)} of {acc.human_size(run.get('max_bytes'))})"
+    first = failures[0]["text"] if failures else None
+    if first:
+        said += f": '{first}'" + (f" (and {len(failures) - 1} more failure line(s))" if len(failures) > 1 else "")
+    return {"status": status, "rc": code, "signal": signal, "failure": first, "hosts": hosts, "detail": said}
+
+
+def _end_violation(ended: dict, what: str, field: str, host: str | None, nodes: Sequence[str] | None) -> dict:
+    """The violation of a run that printed a table but did not end cleanly."""
+    named = ended.get("hosts") or ([host] if host else list(nodes or []))
+    where = f" on {', '.join(named)}" if named else ""
+    if ended["status"] == INCOMPLETE:
+        code = acc.NCCL_RUN_INCOMPLETE
+        todo = "the job was cut short: read the job's log and the nodes' kernel logs (XID), then re-run"
+    else:
+        code = acc.NCCL_RUN_FAILED
+        todo = (
+            "whatever its busbw, a run that fails is no pass: read the failure line and the job's log "
+            "(NCCL_DEBUG=INFO, dmesg for XID errors), fix the node(s), then re-run"
+        )
+    return violation(
+        code,
+        field,
+        f"{what}: expected the run to end cleanly (exit 0, every size, no failure line), found it "
+        f"{ended['status']}{where}: {ended['detail']}; {todo}",
+        host,
+    )
 
 
 def evaluate_log(
@@ -162,10 +270,30 @@ def evaluate_log(
     elif scope in ("single-node", "loopback") and gpus:
         kwargs["expected_ranks"] = gpus
     out = acc.evaluate_runs(runs, floor, int(spec.get("max_wrong") or 0), **kwargs)
+    # What the run was asked for: its own parameter line, else the spec's size.
+    asked = max((r["max_bytes"] for r in runs if r.get("max_bytes")), default=None)
+    asked = asked or acc.parse_size(spec.get("max_bytes"))
+    required = acc.parse_size(spec.get("required_max_bytes"))
+    if asked and required and asked >= required:
+        # The run was asked for the brief's size and stopped below it (nccl-tests lowers maxBytes
+        # to what the GPU memory holds, or the run was cut): the brief's size was not measured.
+        # A smaller size asked on purpose (acceptance_max_bytes) stays a warning.
+        out = [
+            dict(v, severity=ERROR, message=v["message"] + f" (it was asked for {acc.human_size(asked)})")
+            if v["code"] == acc.NCCL_SIZE_TOO_SMALL
+            else v
+            for v in out
+        ]
+    if "failures" not in parsed and isinstance(output, str):
+        parsed = dict(parsed, failures=nccl_tests.find_failures(output))
+    ended = run_end(parsed, rc if rc is not None else (parsed.get("ended") or {}).get("rc"))
     if not runs:
         said = _last_words(parsed, rc, output)
         if said:
             out = [dict(v, message=f"{v['message']} ({said})") if v["code"] == acc.NCCL_NO_RUN else v for v in out]
+    elif ended["status"] != COMPLETED:
+        what = label or (f"single-node run on {host}" if host else "all_reduce run")
+        out.insert(0, _end_violation(ended, what, field, host, nodes))
     if scope == "loopback":
         out = [
             dict(v, message=v["message"].rsplit("; ", 1)[0] + "; " + _LOOPBACK_HINT)
@@ -192,6 +320,11 @@ def _last_words(parsed: dict, rc: int | None, output: str | None) -> str:
         parts.append(f"exit {rc}")
     lines = [ln.strip() for ln in (output or "").splitlines() if ln.strip() and "NCCL INFO" not in ln]
     errors = [ln for ln in lines if any(w in ln.lower() for w in ("error", "fail", "invalid", "cannot", "unable"))]
+    failures = parsed.get("failures") or []
+    if failures:
+        # The first failure line is the cause; what follows it is mostly the launcher tearing down.
+        parts.append(f"failure: {failures[0]['text'][:200]}")
+        return "; ".join(parts)
     last = (parsed.get("warnings") or [None])[-1] or (errors or lines or [None])[-1]
     if last:
         parts.append(f"last words: {last[:200]}")
@@ -228,7 +361,7 @@ def run_records(
         nodes = [str(n) for n in group]
         output = f"{result.get('stdout') or ''}\n{result.get('stderr') or ''}"
         rc = result.get("rc")
-        parsed = parse_log(output, label)
+        parsed = parse_log(output, label, rc)
         record = {
             "label": label,
             "scope": "multi-node" if scope == "multi-node" else "bisect",
@@ -242,6 +375,9 @@ def run_records(
             "debug": parsed["debug"],
             "rc": rc,
             "output": output,
+            "ended": parsed["ended"],
+            # A run that did not end cleanly is a failed group for the bisect, whatever its busbw.
+            "failed": parsed["ended"]["status"] != COMPLETED,
         }
         if scope == "loopback":
             record["host"] = nodes[0] if nodes else None
@@ -393,6 +529,8 @@ def _seen_with(plan: dict, node: str) -> str:
             other = next(n for n in group if n != node)
             busbw = test.get("busbw")
             figure = "no result" if busbw is None else f"{float(busbw):.1f} GB/s"
+            if test.get("failed"):
+                figure = f"run failed ({figure})" if busbw is not None else "run failed"
             return f"{figure} with {other}"
     return "slow in every group"
 
@@ -416,6 +554,14 @@ def _single_failure(record: dict) -> str | None:
         return None
     codes = sorted({v.get("code") for v in errors})
     busbw, floor = record.get("busbw"), record.get("floor_gbps")
+    ended = record.get("ended") or {}
+    if ended.get("status") not in (None, COMPLETED, NO_TABLE):
+        said = f"single-node run {ended['status']}"
+        if ended.get("failure"):
+            said += f": {ended['failure'][:80]}"
+        elif ended.get("rc"):
+            said += f" (exit {ended['rc']})"
+        return said
     if codes == [acc.NCCL_BUSBW_BELOW_FLOOR] and busbw is not None and floor is not None:
         return f"single-node {float(busbw):.1f} GB/s < {float(floor):g} GB/s floor"
     return "single-node run failed: " + ", ".join(c for c in codes if c)
@@ -506,5 +652,6 @@ __all__ = [
     "node_record",
     "parse_log",
     "perf_args",
+    "run_end",
     "run_records",
 ]

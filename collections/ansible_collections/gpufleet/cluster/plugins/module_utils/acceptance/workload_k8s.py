@@ -98,7 +98,7 @@ def job(
     one pod the acceptance deletes. ``active_deadline_s``: the Job controller fails the Job and stops
     its pod that long after Kueue started it (``activeDeadlineSeconds``; its timer does not run while
     the Job is suspended), whoever is watching it."""
-    if not _NAME_RE.match(name or "") or len(name) > 63:
+    if not _NAME_RE.fullmatch(name or "") or len(name) > 63:
         raise K8sWorkloadError(f"Job name: expected a DNS label of at most 63 characters, found {name!r}")
     if active_deadline_s is not None and int(active_deadline_s) < 1:
         raise K8sWorkloadError(f"Job active deadline: expected at least 1 s, found {active_deadline_s}")

@@ -12,6 +12,7 @@ never crashes a later check. docs/brief.md documents every field.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,12 +39,24 @@ MAX_TENANTS = 1024
 MAX_LABELS = 256
 MAX_STR = 1024
 
-_SIZE_RE = re.compile(r"^\d+(\.\d+)?\s*([KMGT]i?B?|B)?$", re.IGNORECASE)
+# Every pattern below is applied with fullmatch: the whole value must match (re's `$` would also
+# match before a final newline, letting "name\n" through to the files the roles write).
+_SIZE_RE = re.compile(r" *\d+(\.\d+)? *([KMGT]i?B?|B)? *", re.IGNORECASE)
 _LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _K8S_LABEL_KEY_RE = re.compile(
     r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 _K8S_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+# Characters that no file the roles write takes inside a value (slurm.conf, systemd units, fstab,
+# YAML and TOML configs, shell): the C0 and C1 controls (newline, tab, NUL, escape, DEL, ...) and
+# Unicode's line and paragraph separators. A multi-line field admits newline and tab only.
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_MULTILINE_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# Jinja's delimiters. The brief is loaded as data and never templated, so such text reaches the
+# roles literally; it is flagged because whoever wrote it likely expected it to be evaluated.
+_TEMPLATE_RE = re.compile(r"\{[{%#]")
 
 
 def show(value: Any, limit: int = 60) -> str:
@@ -81,11 +94,43 @@ class Node:
         raise NotImplementedError
 
 
+def control_char_violation(value: str, path: str, multiline: bool = False) -> dict | None:
+    """SCHEMA_CONTROL_CHAR for the first control character in ``value`` (None when it has none)."""
+    found = (_CONTROL_MULTILINE_RE if multiline else _CONTROL_RE).search(value)
+    if found is None:
+        return None
+    expected = "text without control characters other than newline and tab" if multiline else "one line of text"
+    return violation(
+        "SCHEMA_CONTROL_CHAR",
+        path,
+        f"expected {expected}, found the control character {found.group()!r} at position {found.start()} "
+        f"in {show(value)}",
+    )
+
+
+def template_syntax_violation(value: str, path: str) -> dict | None:
+    """SCHEMA_TEMPLATE_SYNTAX (a warning) when ``value`` holds a Jinja delimiter (None otherwise)."""
+    found = _TEMPLATE_RE.search(value)
+    if found is None:
+        return None
+    return violation(
+        "SCHEMA_TEMPLATE_SYNTAX",
+        path,
+        f"expected plain text (the brief is data: gpufleet never templates it), found {found.group()!r} "
+        f"in {show(value)}, which the roles will write as is, unevaluated",
+        severity=WARNING,
+    )
+
+
 @dataclass
 class Str(Node):
+    """A string: one line without control characters (``multiline``: newline and tab allowed), then
+    one of ``choices`` or a whole-string match of ``pattern`` when given."""
+
     choices: tuple[str, ...] | None = None
     pattern: re.Pattern | None = None
     pattern_doc: str = ""
+    multiline: bool = False
 
     def check(self, value, path, out):
         if not isinstance(value, str):
@@ -98,12 +143,19 @@ class Str(Node):
                 violation("SCHEMA_OUT_OF_RANGE", path, f"expected at most {MAX_STR} characters, found {len(value)}")
             )
             return None
+        bad = control_char_violation(value, path, self.multiline)
+        if bad is not None:
+            out.append(bad)
+            return None
+        jinja = template_syntax_violation(value, path)
+        if jinja is not None:
+            out.append(jinja)
         if self.choices is not None and value not in self.choices:
             out.append(
                 violation("SCHEMA_BAD_ENUM", path, f"expected one of {', '.join(self.choices)}; found {show(value)}")
             )
             return None
-        if self.pattern is not None and not self.pattern.match(value):
+        if self.pattern is not None and not self.pattern.fullmatch(value):
             out.append(violation("SCHEMA_BAD_FORMAT", path, f"expected {self.pattern_doc}; found {show(value)}"))
             return None
         return value
@@ -137,10 +189,14 @@ class Num(Node):
     maximum: float | None = None
 
     def check(self, value, path, out):
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:  # NaN
+        if isinstance(value, bool) or not isinstance(value, int | float):
             out.append(
                 violation("SCHEMA_WRONG_TYPE", path, f"expected a number, found {type_name(value)} {show(value)}")
             )
+            return None
+        # YAML's .inf, -.inf and .nan are floats: no count, size, floor or price is infinite.
+        if isinstance(value, float) and not math.isfinite(value):
+            out.append(violation("SCHEMA_WRONG_TYPE", path, f"expected a finite number, found {value!r}"))
             return None
         return _range(value, self.minimum, self.maximum, path, out)
 
@@ -191,7 +247,7 @@ class Version(Node):
                 )
             )
             return None
-        if len(value) > 64 or parse_version(value) is None or not re.match(r"^\d+(\.\d+)*([-+~][\w.+~-]*)?$", value):
+        if len(value) > 64 or parse_version(value) is None or not re.fullmatch(r"\d+(\.\d+)*([-+~][\w.+~-]*)?", value):
             out.append(
                 violation("SCHEMA_BAD_FORMAT", path, f"expected a version like '570.133.20', found {show(value)}")
             )
@@ -206,7 +262,7 @@ class Size(Node):
     def check(self, value, path, out):
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
-        if isinstance(value, str) and len(value) < 32 and _SIZE_RE.match(value.strip()):
+        if isinstance(value, str) and len(value) < 32 and _SIZE_RE.fullmatch(value):
             return value
         out.append(violation("SCHEMA_BAD_FORMAT", path, f"expected a size such as 8G or 1048576, found {show(value)}"))
         return None
@@ -317,14 +373,14 @@ class StrMap(Node):
         clean = {}
         for k, v in value.items():
             sub = _join(path, k)
-            if not isinstance(k, str) or (self.key_pattern and not self.key_pattern.match(k)):
+            if not isinstance(k, str) or (self.key_pattern and not self.key_pattern.fullmatch(k)):
                 out.append(
                     violation("SCHEMA_BAD_FORMAT", sub, f"expected a label key (DNS-style name), found {show(k)}")
                 )
                 continue
             if isinstance(v, bool | int | float) and not isinstance(v, bool):
                 v = str(v)
-            if not isinstance(v, str) or (self.value_pattern and not self.value_pattern.match(v)):
+            if not isinstance(v, str) or (self.value_pattern and not self.value_pattern.fullmatch(v)):
                 out.append(
                     violation(
                         "SCHEMA_BAD_FORMAT",
@@ -491,7 +547,13 @@ POOL = Map(
             Int(minimum=1, maximum=3200), doc="fabric port speed, Gb/s (default networks.fabric.link_speed_gbps)"
         ),
         "rdma_devices": Field(
-            List(item=Str(), max_items=64),
+            List(
+                item=Str(
+                    pattern=re.compile(r"[A-Za-z0-9_.:*?\[\]-]{1,64}"),
+                    pattern_doc="an RDMA device name or glob (letters, digits, _ . : - and * ? [ ])",
+                ),
+                max_items=64,
+            ),
             doc="RDMA device names or globs (mlx5_*) that are the fabric ports; others are ignored by the gate",
         ),
         "rail_optimized": Field(
@@ -528,7 +590,7 @@ CLUSTER = Map(
         "name": Field(_NAME, True, doc="cluster name"),
         "control_plane": Field(Str(choices=CONTROL_PLANES), True, doc="scheduler"),
         "os": Field(Str(choices=OS_CHOICES), True, doc="target OS"),
-        "description": Field(Str(), doc="free text"),
+        "description": Field(Str(multiline=True), doc="free text (may span lines)"),
     }
 )
 
@@ -565,7 +627,11 @@ STORAGE_SCRATCH = Map(
             Int(choices=SCRATCH_RAID_LEVELS), default=0, doc="mdadm RAID level when there are several devices"
         ),
         "filesystem": Field(Str(choices=("xfs", "ext4")), default="xfs", doc="filesystem made on the scratch"),
-        "mount_options": Field(Str(), default="noatime,nofail", doc="mount options of the scratch"),
+        "mount_options": Field(
+            Str(pattern=re.compile(r"[^\s]+"), pattern_doc="comma-separated mount options without spaces"),
+            default="noatime,nofail",
+            doc="mount options of the scratch",
+        ),
     }
 )
 
@@ -654,15 +720,19 @@ COST = Map(
 WORKLOAD_ACCEPTANCE = Map(
     fields={
         "command": Field(
-            Str(),
+            Str(multiline=True),
             True,
-            doc="shell command of the training job (sbatch --wrap); it prints 'gpufleet-workload step=N "
-            "samples_per_s=X time=T' lines and resumes from $GPUFLEET_CHECKPOINT_DIR (docs/storage.md)",
+            doc="shell command of the training job (sbatch --wrap; may span lines); it prints "
+            "'gpufleet-workload step=N samples_per_s=X time=T' lines and resumes from $GPUFLEET_CHECKPOINT_DIR "
+            "(docs/storage.md)",
         ),
         "checkpoint_dir": Field(
             _ABS_PATH, True, doc="where the job checkpoints; each acceptance run uses a fresh directory below it"
         ),
-        "image": Field(Str(), doc="production container image (pyxis --container-image); default the host's stack"),
+        "image": Field(
+            Str(pattern=re.compile(r"[^\s]+"), pattern_doc="a container image reference without spaces"),
+            doc="production container image (pyxis --container-image); default the host's stack",
+        ),
         "dataset": Field(_ABS_PATH, doc="dataset sample the job reads ($GPUFLEET_DATASET)"),
         "dataset_url": Field(
             _SOURCE_URL, doc="where acceptance downloads the dataset sample to `dataset` on each GPU node first"

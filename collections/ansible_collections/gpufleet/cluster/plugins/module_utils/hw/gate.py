@@ -23,6 +23,7 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.junit import case, junit_xml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import ERROR, WARNING, violation
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.nvidia import link_kind, nvlink_count
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.parsing import version_matches
@@ -910,3 +911,83 @@ def node_record(host: str, facts: dict | None, violations: list[dict], pool: dic
         "violations": mine,
         "facts": facts,
     }
+
+
+# ------------------------------------------------------------------ JUnit XML
+
+# The gate's checks, each with the codes it reports: the JUnit XML has one test case per node
+# per check (a check passes on a node when none of its codes is an error there).
+CHECKS = {
+    "facts gathered": ("HW_FACTS_MISSING",),
+    "GPUs": ("HW_GPU_COUNT", "HW_GPU_MODEL", "HW_GPU_MEMORY"),
+    "NVLink": ("HW_NVLINK_MISSING", "HW_NVLINK_DEGRADED"),
+    "fabric manager": ("HW_FABRIC_MANAGER",),
+    "RDMA ports": ("HW_RDMA_PORT_COUNT", "HW_RDMA_PORT_DOWN", "HW_RDMA_RATE", "HW_RDMA_LINK_LAYER"),
+    "NIC affinity": ("HW_NIC_AFFINITY",),
+    "CPU, memory, NUMA, NVMe": ("HW_CPU", "HW_MEMORY", "HW_NUMA", "HW_NVME"),
+    "versions": (
+        "HW_DRIVER_FLAVOR",
+        "HW_VERSION_DRIVER",
+        "HW_VERSION_CUDA",
+        "HW_VERSION_NCCL",
+        "HW_VERSION_CONTAINER_TOOLKIT",
+        "HW_VERSION_DOCA_OFED",
+        "HW_VERSION_RDMA_CORE",
+        "HW_VERSION_KERNEL",
+    ),
+    "GPU errors (XID, ECC, row remapping)": ("HW_GPU_XID", "HW_GPU_MEMORY_ERROR"),
+    "same as the pool's peers": ("HW_HETEROGENEOUS",),
+}
+
+
+def not_applicable(brief: dict | None, pool: dict | None) -> dict:
+    """The checks the gate does not make for a node of ``pool`` (check -> why), as :func:`check_node`
+    skips them: a pass there would claim what was never measured."""
+    pool = pool or {}
+    _accelerator, topology = _resolve_catalogue(pool, None, None)
+    ftype = str(_fabric(brief or {}).get("type") or "none").lower()
+    out = {}
+    if topology is None or not _attr(topology, "all_pairs_nvlink"):
+        out["NVLink"] = "the pool's topology does not say every GPU pair is on NVLink"
+    if topology is None or not _attr(topology, "nvswitch"):
+        out["fabric manager"] = "the pool's topology has no NVSwitch"
+    if ftype not in _LAYER_FOR_FABRIC or not pool.get("nics_per_node"):
+        out["RDMA ports"] = f"no RDMA fabric in the brief (fabric {ftype}, {pool.get('nics_per_node') or 0} NICs)"
+    if ftype == "none" or not rail_optimized(pool):
+        out["NIC affinity"] = "the pool is not rail-optimised on a compute fabric"
+    return out
+
+
+def junit_cases(results: dict, unreachable=(), skipped: dict | None = None) -> list[dict]:
+    """``results`` (host -> that node's violations) as JUnit cases: per node, one case per check
+    of :data:`CHECKS`, failed by its error violations, its warnings in the case's output; a code
+    no check lists gets a case of its own. ``skipped`` (host -> :func:`not_applicable`) marks the
+    checks not made on a node. ``unreachable``: nodes the gate never judged (their facts were not
+    gathered), each one failed case."""
+    check_of = {code: name for name, codes in CHECKS.items() for code in codes}
+    cases = []
+    for host in sorted(results):
+        mine = [v for v in results[host] or [] if isinstance(v, dict)]
+        names = list(CHECKS) + sorted({check_of.get(v.get("code"), str(v.get("code"))) for v in mine} - set(CHECKS))
+        not_made = (skipped or {}).get(host) or {}
+        for name in names:
+            found = [v for v in mine if check_of.get(v.get("code"), str(v.get("code"))) == name]
+            errors = [f"{v.get('code')}: {v.get('message')}" for v in found if v.get("severity") == ERROR]
+            warnings = [f"warning {v.get('code')}: {v.get('message')}" for v in found if v.get("severity") != ERROR]
+            why = None if found else not_made.get(name)
+            cases.append(case(host, name, errors, skipped=why, output="\n".join(warnings) or None))
+    for host in sorted(set(unreachable) - set(results)):
+        cases.append(case(host, "facts gathered", [f"{host}: unreachable or failed before the gate: not judged"]))
+    return cases
+
+
+def junit(
+    results: dict, cluster: str, unreachable=(), timestamp: str | None = None, skipped: dict | None = None
+) -> str:
+    """The gate's run as a JUnit XML document (``junit.xml`` beside the nodes' records)."""
+    return junit_xml(
+        f"gpufleet hardware gate {cluster}",
+        junit_cases(results, unreachable, skipped),
+        prefix="gpufleet.hardware_gate",
+        timestamp=timestamp,
+    )

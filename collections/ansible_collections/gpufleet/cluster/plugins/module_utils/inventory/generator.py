@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-try:  # netaddr is a controller-side dependency (requirements.txt).
+try:  # netaddr is a controller-side dependency (requirements.in).
     import netaddr
 except ImportError:  # pragma: no cover - the venv always has it
     netaddr = None
@@ -391,7 +391,7 @@ def _check_rows(rows: list[Row], group_order: list[str]) -> list[Problem]:
         name = row.hostname
         if not name:
             problems.append(Problem(row.line, "hostname", "expected a host name, found an empty cell"))
-        elif not _HOST_RE.match(name):
+        elif not _HOST_RE.fullmatch(name):
             problems.append(
                 Problem(row.line, "hostname", f"expected an RFC 1123 label (letters, digits, '-'), found {name!r}")
             )

@@ -51,7 +51,9 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 VAULT_PLACEHOLDER = "<vault-encrypted>"
 # Ansible's order: a name without extension first (a file, or a directory), then YAML_FILENAME_EXTENSIONS.
 _VAR_EXTS = ("", ".yml", ".yaml", ".json")
-_RANGE_RE = re.compile(r"^(.*?)\[([^\[\]:]*):([^\[\]:]*)(?::([^\[\]:]*))?\](.*)$")
+# Matched whole, newlines included (DOTALL), as Ansible splits the name: "gpu[1:2]\n" is gpu1\n and
+# gpu2\n, which the host-name check then reports, never gpu1 and gpu2.
+_RANGE_RE = re.compile(r"(.*?)\[([^\[\]:]*):([^\[\]:]*)(?::([^\[\]:]*))?\](.*)", re.DOTALL)
 # A host key with a colon outside [...]: a port (gpu01:2222) or an IPv6 address (so is "[::1]:22").
 _PORT_RE = re.compile(r":(?![^\[]*\])")
 # Hosts one range pattern may stand for (all its brackets together), and one inventory file in all.
@@ -182,7 +184,7 @@ def _expand(pattern: str) -> list[str]:
 
 def _range_items(pattern: str) -> tuple[str, list[str] | _Padded, str] | None:
     """(head, the first bracket's items, tail), or None when the pattern has no range left."""
-    m = _RANGE_RE.match(pattern)
+    m = _RANGE_RE.fullmatch(pattern)
     if not m:
         return None
     head, beg, end, step, tail = m.groups()

@@ -128,7 +128,7 @@ def shares_per_gpu(pool: dict) -> int:
 
 def parse_taint(text: str) -> dict:
     """``key[=value]:Effect`` → ``{key, value?, effect}``."""
-    match = _TAINT_RE.match(text or "")
+    match = _TAINT_RE.fullmatch(text or "")
     if not match:
         raise ValueError(f"expected a taint key[=value]:NoSchedule|PreferNoSchedule|NoExecute, found {text!r}")
     taint = {"key": match.group("key")}
@@ -200,7 +200,7 @@ def topology_labels(rack: Any = None, leaf_switch: Any = None) -> dict[str, str]
     bad = [
         f"{var} {value!r}"
         for var, value in (("rack", rack_v), ("leaf_switch", leaf_v))
-        if len(value) > 63 or not _LABEL_VALUE_RE.match(value)
+        if len(value) > 63 or not _LABEL_VALUE_RE.fullmatch(value)
     ]
     if bad:
         raise ValueError(
@@ -328,9 +328,9 @@ def kubeadm_join_config(
     """``kubeadm join --config``: token discovery pinned to the CA's hash; a control-plane node
     also gets its local API endpoint and the certificate key; a worker its pool's taints at
     registration (so nothing lands on it before the labels and taints are reconciled)."""
-    if not re.match(r"^[a-z0-9]{6}\.[a-z0-9]{16}$", token or ""):
+    if not re.fullmatch(r"[a-z0-9]{6}\.[a-z0-9]{16}", token or ""):
         raise ValueError("expected a bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}")
-    if not re.match(r"^sha256:[0-9a-f]{64}$", ca_cert_hash or ""):
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", ca_cert_hash or ""):
         raise ValueError(f"expected a CA hash sha256:<64 hex digits>, found {ca_cert_hash!r}")
     join: dict[str, Any] = {
         "apiVersion": KUBEADM_API,

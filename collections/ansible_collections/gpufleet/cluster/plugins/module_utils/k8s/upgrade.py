@@ -28,7 +28,7 @@ _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:[-+].*)?$")
 
 def parse(version: object) -> tuple[int, int, int] | None:
     """``(major, minor, patch)`` of ``v1.33.4`` / ``1.33.4``; None when it is not such a version."""
-    m = _VERSION_RE.match(str(version or "").strip())
+    m = _VERSION_RE.fullmatch(str(version or "").strip())
     return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
 
 

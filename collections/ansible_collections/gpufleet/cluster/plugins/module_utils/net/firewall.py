@@ -65,7 +65,7 @@ def _port(value: Any) -> tuple[int, int] | None:
     """22 or "60001-63000" -> (low, high); None when invalid."""
     if isinstance(value, bool):
         return None
-    m = _PORT_RE.match(str(value).strip())
+    m = _PORT_RE.fullmatch(str(value).strip())
     if not m:
         return None
     low = int(m.group(1))
@@ -131,7 +131,7 @@ def _ports(host: str, field: str, entries: Any, out: list[dict], need_dest: bool
             )
             continue
         name = str(entry.get("name", ""))
-        if not _NAME_RE.match(name):
+        if not _NAME_RE.fullmatch(name):
             out.append(
                 violation(
                     "FIREWALL_PORT_INVALID",
@@ -168,7 +168,7 @@ def _ports(host: str, field: str, entries: Any, out: list[dict], need_dest: bool
                 out.append(
                     violation("FIREWALL_EGRESS_INVALID", f"{where}.dest", "expected at least one address or CIDR", host)
                 )
-        if rng is not None and proto in PROTOS and _NAME_RE.match(name):
+        if rng is not None and proto in PROTOS and _NAME_RE.fullmatch(name):
             item = {"name": name, "proto": proto, "port": "" if rng == (0, 0) else _port_text(*rng)}
             if need_dest:
                 item["dest4"] = _collapse(dest, 4)
@@ -291,7 +291,7 @@ def _plan(spec: Any, out: list[dict]) -> dict:
     cports = _ports(host, "firewall_member_ports", spec.get("member_ports", []), out)
     egress = _ports(host, "firewall_egress_allow", spec.get("egress_allow", []), out, need_dest=True)
     ifaces = spec.get("fabric_interfaces", [])
-    if not isinstance(ifaces, list) or not all(isinstance(i, str) and _IFNAME_RE.match(i) for i in ifaces):
+    if not isinstance(ifaces, list) or not all(isinstance(i, str) and _IFNAME_RE.fullmatch(i) for i in ifaces):
         out.append(
             violation(
                 "FIREWALL_INTERFACE_INVALID",

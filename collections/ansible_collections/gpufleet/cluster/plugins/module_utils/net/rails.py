@@ -71,7 +71,7 @@ def _device_problems(host: str, field: str, index: int, dev: Any) -> tuple[dict 
                 host,
             )
         )
-    if netdev is not None and not (isinstance(netdev, str) and _NETDEV_RE.match(netdev)):
+    if netdev is not None and not (isinstance(netdev, str) and _NETDEV_RE.fullmatch(netdev)):
         out.append(
             violation(
                 "RAIL_DEVICE_INVALID",
@@ -80,7 +80,7 @@ def _device_problems(host: str, field: str, index: int, dev: Any) -> tuple[dict 
                 host,
             )
         )
-    if pci is not None and not (isinstance(pci, str) and _PCI_RE.match(pci)):
+    if pci is not None and not (isinstance(pci, str) and _PCI_RE.fullmatch(pci)):
         out.append(
             violation(
                 "RAIL_DEVICE_INVALID",
@@ -89,7 +89,7 @@ def _device_problems(host: str, field: str, index: int, dev: Any) -> tuple[dict 
                 host,
             )
         )
-    if not (isinstance(hca, str) and _HCA_RE.match(hca)):
+    if not (isinstance(hca, str) and _HCA_RE.fullmatch(hca)):
         out.append(
             violation(
                 "RAIL_DEVICE_INVALID",

@@ -49,12 +49,12 @@ class CostError(ValueError):
 def parse_time(text: str) -> datetime | None:
     """sacct's ``2026-03-01T08:05:12``; None for ``Unknown`` / ``None`` / empty."""
     text = (text or "").strip()
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S") if _DATE_RE.match(text) else None
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S") if _DATE_RE.fullmatch(text) else None
 
 
 def parse_elapsed(text: str) -> int | None:
     """``[D-]HH:MM:SS`` or ``MM:SS`` → seconds."""
-    m = _ELAPSED_RE.match((text or "").strip())
+    m = _ELAPSED_RE.fullmatch((text or "").strip())
     if not m:
         return None
     days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
@@ -99,7 +99,7 @@ def parse_sacct(text: str) -> list[dict]:
             raise CostError(f"line {n}: expected {len(header)} fields as in the header, found {len(cells)}")
         row = dict(zip(header, cells, strict=True))
         job_id = row["JobID"].strip()
-        if not _JOBID_RE.match(job_id):
+        if not _JOBID_RE.fullmatch(job_id):
             continue  # a step: 123.batch, 123.extern, 123.0
         elapsed = None
         if row.get("ElapsedRaw", "").strip().isdigit():
@@ -138,7 +138,7 @@ _EVICTED_STATES = {"Preempted": "PREEMPTED", "PodsReadyTimeout": "TIMEOUT", "Max
 
 def parse_k8s_time(text: object) -> datetime | None:
     """A Kubernetes timestamp (RFC 3339, ``2026-03-01T08:05:12Z``) as a naive UTC datetime; None otherwise."""
-    m = _K8S_TIME_RE.match(str(text or "").strip())
+    m = _K8S_TIME_RE.fullmatch(str(text or "").strip())
     if not m:
         return None
     when = datetime.fromisoformat(m.group(1) + ("+00:00" if m.group(2) == "Z" else m.group(2)))

@@ -76,7 +76,7 @@ def slurm_out_of_service(lines: Iterable[str]) -> list[str]:
         name = name.strip()
         if not sep or not name:
             continue
-        match = _SLURM_STATE.match(state.strip().lower())
+        match = _SLURM_STATE.fullmatch(state.strip().lower())
         in_service = bool(match) and match.group(1) in _SLURM_IN_SERVICE and not set("*$") & set(match.group(2))
         if not in_service and name not in out:
             out.append(name)

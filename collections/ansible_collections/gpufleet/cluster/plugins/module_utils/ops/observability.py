@@ -157,7 +157,7 @@ def scrape_configs(
             problems.append(violation("PROM_EXPORTER", field, f"expected a mapping, found {exp!r}"))
             continue
         job = str(exp.get("job", ""))
-        if not _JOB_RE.match(job):
+        if not _JOB_RE.fullmatch(job):
             problems.append(violation("PROM_EXPORTER_JOB", f"{field}.job", f"expected a job name, found {job!r}"))
             continue
         if job in seen_jobs:
@@ -242,7 +242,7 @@ def device_selected(name: str, globs: list[str]) -> bool:
 
 
 def check_label_name(name: str) -> bool:
-    return bool(_LABEL_RE.match(name))
+    return bool(_LABEL_RE.fullmatch(name))
 
 
 __all__ = [

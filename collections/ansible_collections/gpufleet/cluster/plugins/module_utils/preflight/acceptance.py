@@ -210,7 +210,7 @@ def size_bytes(value: Any) -> int | None:
         return value
     if not isinstance(value, str):
         return None
-    m = re.match(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?$", value.strip().upper())
+    m = re.fullmatch(r"(\d+(?:\.\d+)?) *([KMGT]?)(?:I?B)?", value.strip(" ").upper())
     if not m:
         return None
     return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])

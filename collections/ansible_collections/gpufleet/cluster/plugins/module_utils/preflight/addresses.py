@@ -16,7 +16,7 @@ from typing import Any
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.schema import show
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight import codes
 
-try:  # netaddr is a controller-side dependency (requirements.txt); targets never import this module.
+try:  # netaddr is a controller-side dependency (requirements.in); targets never import this module.
     import netaddr
 except ImportError:  # pragma: no cover - the venv always has it
     netaddr = None

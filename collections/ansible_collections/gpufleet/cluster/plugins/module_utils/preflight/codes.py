@@ -89,6 +89,11 @@ SECTIONS: dict[str, Section] = {
             "[storage.md](storage.md), [cost.md](cost.md))",
             "storage-storage-acceptance-and-cost-storage-acceptancestorage-cost-storagemd-costmd",
         ),
+        Section(
+            "downloads",
+            "Downloads (what the roles fetch with `get_url`; [security.md](security.md#downloads))",
+            "downloads-what-the-roles-fetch-with-get_url-securitymd",
+        ),
     )
 }
 
@@ -119,7 +124,31 @@ _ROWS: tuple[tuple, ...] = (
         _SCHEMA,
     ),
     ("SCHEMA_OUT_OF_RANGE", ERROR, "schema", "number or list length outside its bounds", None, _SCHEMA),
-    ("SCHEMA_BAD_FORMAT", ERROR, "schema", "malformed version, size, name, label or taint", None, _SCHEMA),
+    (
+        "SCHEMA_BAD_FORMAT",
+        ERROR,
+        "schema",
+        "malformed version, size, name, path, label or taint (the whole value must match)",
+        None,
+        _SCHEMA,
+    ),
+    (
+        "SCHEMA_CONTROL_CHAR",
+        ERROR,
+        "schema",
+        "a control character (newline, tab, NUL, ...) in a string; only `cluster.description` and "
+        "`acceptance.workload.command` may span lines",
+        None,
+        _SCHEMA,
+    ),
+    (
+        "SCHEMA_TEMPLATE_SYNTAX",
+        WARNING,
+        "schema",
+        "Jinja delimiters (`{{`, `{%`, `{#`) in a string: the brief is never templated, the text is written as is",
+        None,
+        _SCHEMA,
+    ),
     (
         "SCHEMA_UNQUOTED_VERSION",
         WARNING,
@@ -780,10 +809,11 @@ _ROWS: tuple[tuple, ...] = (
         "STORAGE_SHARED_EXPORT",
         ERROR,
         "storage",
-        "NFS export not absolute; Lustre file system name not 1-8 of `A-Za-z0-9_-`",
+        "NFS export not a clean absolute path; Lustre file system name not 1-8 of `A-Za-z0-9_-`",
         {
             "lustre": "expected a Lustre file system name (1-8 of A-Z a-z 0-9 _ -), found {found}",
-            "nfs": "expected an absolute exported path such as /export/data, found {found}",
+            "nfs": "expected an absolute exported path such as /export/data (no whitespace, control character, "
+            "'.' or '..' segment), found {found}",
         },
         _STORAGE,
     ),
@@ -936,6 +966,17 @@ _ROWS: tuple[tuple, ...] = (
         "the baseline costs 0 per unit: nothing can beat it",
         "expected the baseline's price per unit, found 0: no cluster can beat a free baseline",
         _STORAGE,
+    ),
+    # --- downloads
+    (
+        "DOWNLOAD_NO_CHECKSUM",
+        WARNING,
+        "downloads",
+        "a file a role downloads (a package, a source tarball, a manifest) has no checksum on some host",
+        "expected a checksum for {what} ({url}: get_url's 'sha256:<hex>' or 'sha256:<URL of a SHA256SUMS file>'), "
+        "found none: role {role} downloads it unchecked on {count} host(s) ({hosts}); set it in the inventory, "
+        "or name it in {accept} to accept that",
+        "module_utils/preflight/downloads.py",
     ),
 )
 

@@ -39,6 +39,12 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.address
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.catalogue import Pool, check_catalogue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.codes import make
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.downloads import (
+    READ_VARS as DOWNLOAD_VARS,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.downloads import (
+    check_downloads,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.groups import Pools, check_groups
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.hosts import (
     K8S_NODE_CIDR_PREFIX_V4,
@@ -86,6 +92,9 @@ READ_HOST_VARS = (
     # the role's table does not know (see versions.check_cuda_package).
     "cuda_package_version",
     "cuda_package_versions",
+    # The downloads' checksums, the switches of the roles that download, and the ones a site accepts
+    # unchecked (downloads.check_downloads).
+    *DOWNLOAD_VARS,
 )
 
 
@@ -98,7 +107,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     the CUDA package, hosts, launcher, tenants and Kubernetes phases need; the networks phase parses
     the CIDRs (``Networks``) the hosts and Kubernetes phases place addresses in. The violations are
     listed in that order, each phase's together; the storage, storage acceptance and cost checks
-    read only the clean brief and the inventory, and come last.
+    read only the clean brief and the inventory, and come last but for the downloads' checksums.
     """
     out: list[dict] = []
     if not isinstance(groups, Mapping):
@@ -125,6 +134,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     out.extend(check_tenants(clean, pools))
     out.extend(check_kubernetes(clean, hostvars, pools, networks))
     out.extend(storage_checks.check(clean, groups, hostvars))  # storage, acceptance.storage/workload, cost
+    out.extend(check_downloads(clean, hostvars, pools))
     return out
 
 

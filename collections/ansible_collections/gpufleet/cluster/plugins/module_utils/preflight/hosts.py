@@ -50,7 +50,7 @@ def check_hosts(
         in_cluster = host in cluster_set
         if not in_cluster and host not in _IMPLICIT_HOSTS:
             out.append(make("HOST_UNASSIGNED", "groups", host=host))
-        if in_cluster and (not _HOST_LABEL_RE.match(host) or (plane == "kubernetes" and host != host.lower())):
+        if in_cluster and (not _HOST_LABEL_RE.fullmatch(host) or (plane == "kubernetes" and host != host.lower())):
             extra = " (lower case for Kubernetes)" if plane == "kubernetes" else ""
             out.append(make("HOST_NAME_INVALID", "inventory_hostname", host=host, extra=extra, found=show(host)))
         vars_ = hostvars.get(host)

@@ -152,7 +152,7 @@ def _api_vip(brief: dict, hostvars: Mapping[str, Any], controllers: tuple[str, .
 
 
 def _label_value_ok(text: str) -> bool:
-    return len(text) <= 63 and bool(K8S_LABEL_VALUE_RE.match(text))
+    return len(text) <= 63 and bool(K8S_LABEL_VALUE_RE.fullmatch(text))
 
 
 def _topology_labels(hostvars: Mapping[str, Any], pools: Pools) -> list[dict]:

@@ -76,7 +76,7 @@ _TRAILING_NUM = re.compile(r"^(.*?)(\d+)$")
 
 def _split(name: str) -> tuple[str, str | None]:
     """Prefix and trailing number (as written) of a host name."""
-    m = _TRAILING_NUM.match(name)
+    m = _TRAILING_NUM.fullmatch(name)
     if not m or not m.group(1):
         return name, None
     return m.group(1), m.group(2)
@@ -161,7 +161,7 @@ def hostlist_expand(expr: str) -> list[str]:
         return []
     names: list[str] = []
     for part in _split_top(str(expr)):
-        m = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", part)
+        m = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", part)
         if not m:
             names.append(part)
             continue

@@ -420,6 +420,14 @@ def shared_mounts(shared: Any, default_options: Mapping[str, str]) -> list[dict]
             raise StoragePlanError(f"expected a mount mapping, found {m!r}")
         kind = m.get("type") or "nfs"
         server, export = str(m["server"]), str(m["export"])
+        options = m.get("options") or default_options.get(kind, "defaults")
+        # What= and Options= of a mount unit end at the line's end, and a space splits fstab's fields:
+        # a value with whitespace or a control character would write lines of its own.
+        for name, value in (("server", server), ("export", export), ("options", options)):
+            if not isinstance(value, str) or not value or any(ch.isspace() or not ch.isprintable() for ch in value):
+                raise StoragePlanError(
+                    f"expected storage.shared[].{name} without whitespace or control characters, found {value!r:.80}"
+                )
         if kind == "lustre":
             what = f"{server}:/{export.lstrip('/')}"
         else:
@@ -431,7 +439,7 @@ def shared_mounts(shared: Any, default_options: Mapping[str, str]) -> list[dict]
                 "what": what,
                 "where": posixpath.normpath(m["path"]),
                 "type": kind,
-                "options": m.get("options") or default_options.get(kind, "defaults"),
+                "options": options,
             }
         )
     return out

@@ -26,9 +26,14 @@ SYSTEM_PATHS = frozenset(
     {"/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr"}
     | {"/var"}
 )
-_DEVICE_RE = re.compile(r"^/dev/[A-Za-z0-9._/:-]+$")
-_HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9-]{1,63})*$")
-_LUSTRE_NID_RE = re.compile(r"^[^\s@:]+@[a-z0-9]+(:[^\s@:]+@[a-z0-9]+)*$")
+# Whole-string patterns (applied with fullmatch: re's `$` alone would admit a final newline).
+_DEVICE_RE = re.compile(r"/dev/[A-Za-z0-9._/:-]+")
+_HOSTNAME_RE = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9-]{1,63})*")
+_LUSTRE_NID_RE = re.compile(r"[^\s@:]+@[a-z0-9]+(:[^\s@:]+@[a-z0-9]+)*")
+_LUSTRE_FSNAME_RE = re.compile(r"[A-Za-z0-9_-]{1,8}")
+# An NFS export lands in the mount unit's What= (server:export) and in fstab-style options: an
+# absolute path of ordinary path characters, no whitespace, no '.' or '..' segment.
+_EXPORT_PATH_RE = re.compile(r"/(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9._/@+,=~-]*")
 
 
 def _under(path: str, root: str) -> bool:
@@ -43,7 +48,7 @@ def _hosts(groups: Mapping[str, Any], name: Any) -> list[str]:
 
 
 def _device_list(devices: Any) -> bool:
-    return isinstance(devices, list) and all(isinstance(d, str) and _DEVICE_RE.match(d) for d in devices)
+    return isinstance(devices, list) and all(isinstance(d, str) and _DEVICE_RE.fullmatch(d) for d in devices)
 
 
 def _duplicates(items: list) -> list:
@@ -154,9 +159,9 @@ def _check_shared(brief: dict, out: list[dict]) -> None:
         kind, server, export = mount.get("type", "nfs"), mount.get("server"), mount.get("export")
         base = f"storage.shared[{j}]"
         if kind == "lustre":
-            if server and not _LUSTRE_NID_RE.match(server):
+            if server and not _LUSTRE_NID_RE.fullmatch(server):
                 out.append(make("STORAGE_SHARED_SERVER", f"{base}.server", variant="lustre", found=show(server)))
-            if export and not re.match(r"^[A-Za-z0-9_-]{1,8}$", export):
+            if export and not _LUSTRE_FSNAME_RE.fullmatch(export):
                 out.append(make("STORAGE_SHARED_EXPORT", f"{base}.export", variant="lustre", found=show(export)))
             continue
         addr = None
@@ -164,9 +169,9 @@ def _check_shared(brief: dict, out: list[dict]) -> None:
             try:
                 addr = ipaddress.ip_address(server)
             except ValueError:
-                if not _HOSTNAME_RE.match(server):
+                if not _HOSTNAME_RE.fullmatch(server):
                     out.append(make("STORAGE_SHARED_SERVER", f"{base}.server", variant="nfs", found=show(server)))
-        if export and not export.startswith("/"):
+        if export and not _EXPORT_PATH_RE.fullmatch(export):
             out.append(make("STORAGE_SHARED_EXPORT", f"{base}.export", variant="nfs", found=show(export)))
         if addr is not None and net is not None and addr.version == net.version and addr not in net:
             out.append(make("STORAGE_SHARED_OFF_NETWORK", f"{base}.server", net=storage_net, server=server))
