@@ -446,3 +446,22 @@ def test_sheet_mac_that_netaddr_cannot_print_is_a_problem(mac):
     assert not problems
     found = generator._check_rows(rows, ["g"])
     assert [p.column for p in found] == ["mgmt_mac"], found
+
+
+@pytest.mark.parametrize("rank", ["9" * 5000, "999999999999"])
+def test_nccl_text_rank_past_any_cluster_is_no_rank(rank):
+    text = (
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 8\n"
+        f"#  Rank {rank} Group  0 Pid   9001 on  gpu01 device  0 [0000:19:00] NVIDIA A100-SXM4-80GB\n"
+        "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+        "  8  2 float sum -1 1 1 1 0 1 1 1 0\n"
+    )
+    (run,), _w = fast(nccl_tests.parse, text, "r.log")
+    assert run["rank_hosts"] == []
+
+
+@pytest.mark.parametrize("rank", [10**12, -1, True, 2.0])
+def test_nccl_json_rank_past_any_cluster_is_no_rank(rank):
+    doc = _doc([{"size": 8}], devices=[{"rank": rank, "hostname": "gpu01"}])
+    (run,), _w = fast(nccl_tests.parse, doc, "r.json")
+    assert run["rank_hosts"] == []

@@ -496,7 +496,9 @@ def parse_text(text: str, file: str | None = None, keep_empty: bool = False) -> 
         m = _RANK.match(body)
         if m:
             run = current(line_no, header=True)
-            run["ranks"][_many(m.group(1))] = (m.group(4), m.group(7))
+            rank = _count(m.group(1))
+            if rank is not None and rank < MAX_RANKS:  # a larger one is no rank of a real run
+                run["ranks"][rank] = (m.group(4), m.group(7))
             continue
         if _TABLE_HEAD.match(body):
             current(line_no, header=True)["error_column"] = bool(_ERROR_COLUMN.search(body))
@@ -598,6 +600,11 @@ def _count(token: str) -> int | None:
     return int(token)
 
 
+# Ranks of one run: more than any cluster has GPUs. The per-rank host list is as long as the largest
+# rank, so a rank past this (a garbled line, a hostile file) is not taken for one.
+MAX_RANKS = 1 << 20
+
+
 def _many(token: str) -> int:
     """A count matched by ``\\d+``: its value, or as many as an int holds when it has more than 30 digits."""
     value = _count(token)
@@ -663,7 +670,8 @@ def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]
     devices = config.get("devices") or doc.get("devices") or []
     ranks: dict[int, tuple[str, str]] = {}
     for dev in devices if isinstance(devices, list) else []:
-        if isinstance(dev, dict) and isinstance(dev.get("rank"), int):
+        rank = dev.get("rank") if isinstance(dev, dict) else None
+        if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_RANKS:
             ranks[dev["rank"]] = (str(dev.get("hostname") or "").strip(), str(dev.get("device_info") or "").strip())
     args = doc.get("args") if isinstance(doc.get("args"), list) else []
     collective = collective_name(str(args[0])) if args else None
