@@ -110,7 +110,10 @@ def test_every_stand_in_is_a_name_and_version_the_matrix_lists(os):
     [
         (("nccl", "2.26.2", "libnccl", "2.26.2-1+cuda12.8"), "not a nccl package"),
         (("fabricmanager", "570.133.20", "nvidia-fabricmanager-570", "570.133.20-0ubuntu1"), "spells"),
-        (("fabricmanager", "580.95.05", "nvidia-fabricmanager-580", "580.95.05-1"), None),
+        # NVIDIA's Debian repository drops the branch from the fabric manager's name from 580 on.
+        (("fabricmanager", "580.95.05", "nvidia-fabricmanager-580", "580.95.05-1"), "not a fabricmanager package"),
+        (("fabricmanager", "580.95.05", "nvidia-fabricmanager", "580.95.05-1"), None),
+        (("fabricmanager", "575.57.08", "nvidia-fabricmanager-575", "575.57.08-1"), None),
         (("driver", "570.133.20", "nvidia-driver-570-open", "570.133.20-1"), "not a driver package"),
         (("dcgm", "4.2.3", "datacenter-gpu-manager-4-core", "4.2.3-1"), "spells"),
         (("dcgm-exporter", "4.1.3", "dcgm-exporter", "4.1.3-1"), "not a dcgm-exporter package"),

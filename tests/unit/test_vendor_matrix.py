@@ -343,3 +343,87 @@ def test_vendor_matrix_doc_is_up_to_date():
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+# ---- facts NVIDIA publishes that a rule got wrong (each fails on the value the rule gave) ---------
+
+
+def test_debian13_repository_is_signed_with_its_own_key():
+    r = role_vars("nvidia_driver", facts("debian13", "x86_64"), brief())
+    assert r["nvidia_driver_repo_key_url"].endswith("/debian13/x86_64/8793F200.pub")
+    r = role_vars("nvidia_driver", facts("debian12", "x86_64"), brief())
+    assert r["nvidia_driver_repo_key_url"].endswith("/debian12/x86_64/3bf863cc.pub")
+
+
+@pytest.mark.parametrize(
+    ("driver", "suffix"),
+    [
+        ("580.95.05", "0ubuntu1"),
+        ("580.126.09", "1ubuntu1"),
+        ("580.159.04", "1ubuntu1"),
+        ("590.48.01", "0ubuntu1"),
+        ("595.91.07", "1ubuntu1"),
+    ],
+)
+def test_ubuntu_driver_revision_follows_the_release_not_the_branch(driver, suffix):
+    r = role_vars("nvidia_driver", facts("ubuntu2404", "x86_64"), brief(driver=driver))
+    assert r["nvidia_driver_package_version"] == f"{driver}-{suffix}"
+
+
+@pytest.mark.parametrize(("driver", "revision"), [("580.126.20", "1"), ("580.173.10", "1ubuntu1")])
+def test_ubuntu_fabric_manager_revision(driver, revision):
+    r = role_vars("nvidia_driver", facts("ubuntu2404", "x86_64"), brief(driver=driver))
+    assert r["nvidia_driver_fabricmanager_package_version"] == f"{driver}-{revision}"
+
+
+@pytest.mark.parametrize(
+    ("driver", "name"), [("575.57.08", "nvidia-fabricmanager-575"), ("580.95.05", "nvidia-fabricmanager")]
+)
+def test_debian_fabric_manager_drops_the_branch_from_580(driver, name):
+    r = role_vars("nvidia_driver", facts("debian12", "x86_64"), brief(driver=driver))
+    assert r["nvidia_driver_fabricmanager_packages"] == [name]
+
+
+def test_ubuntu_pins_and_holds_nvidia_persistenced_with_the_driver():
+    r = role_vars("nvidia_driver", facts("ubuntu2404", "x86_64"), brief(driver="580.126.09"))
+    assert ["nvidia-persistenced", "580.126.09-1ubuntu1"] in [list(p) for p in r["_nvidia_driver_pins"]]
+    assert "nvidia-persistenced" in r["_nvidia_driver_all_packages"]
+
+
+@pytest.mark.parametrize(
+    ("os", "doca", "path"),
+    [
+        ("debian12", "2.9.0", "2.9.0/debian12.5/x86_64/"),
+        ("debian12", "3.2.0", "3.2.0/debian12/x86_64/"),
+        ("debian13", "3.2.0", "3.2.0/debian13/x86_64/"),
+    ],
+)
+def test_doca_on_debian_is_published_under_the_point_release_before_3_2(os, doca, path):
+    r = role_vars("rdma", facts(os, "x86_64"), {"software": {"rdma_stack": "doca-ofed", "doca_ofed": doca}})
+    assert r["rdma_doca_repo_url"].strip() == "https://linux.mellanox.com/public/repo/doca/" + path
+
+
+def test_doca_debian_point_release_is_a_variable():
+    r = role_vars(
+        "rdma",
+        facts("debian12", "x86_64"),
+        {"software": {"rdma_stack": "doca-ofed", "doca_ofed": "2.10.0"}},
+        {"rdma_doca_debian_release": "12.9"},
+    )
+    assert r["rdma_doca_repo_url"].strip() == "https://linux.mellanox.com/public/repo/doca/2.10.0/debian12.9/x86_64/"
+
+
+def test_the_ubuntu_revision_table_of_the_role_is_the_matrix_rows():
+    """The role's [first release, suffix] table and the matrix's Ubuntu driver package_version rows
+    give the same ranges, so a row added to the matrix without the role (or back) fails here."""
+    r = role_vars("nvidia_driver", facts("ubuntu2404", "x86_64"), brief())
+    table = [(first, suffix) for first, suffix in r["_nvidia_driver_ubuntu_revisions"]]
+    ubuntu = [row for row in vm.rows("driver") if row.key == "package_version" and "ubuntu2404" in row.oses]
+    from_matrix: list[tuple[str, str]] = []
+    for row in ubuntu:  # rows split only by their sources keep the suffix: one range for the role
+        suffix = row.value.removeprefix("{version}-")
+        if not from_matrix or from_matrix[-1][1] != suffix:
+            from_matrix.append((row.minimum or "0", suffix))
+    assert table == from_matrix
+    # Each range starts where the one before ends.
+    assert [row.below for row in ubuntu[:-1]] == [row.minimum for row in ubuntu[1:]]

@@ -297,6 +297,7 @@ def test_default_hold_patterns_are_what_the_roles_hold():
         "kmod-nvidia-latest-dkms",
         "nvidia-persistenced",
         "nvidia-fabricmanager-570",
+        "nvidia-fabricmanager",
         "nvidia-fabric-manager",
         "cuda-toolkit-12-8",
         "cuda-toolkit-12-10",

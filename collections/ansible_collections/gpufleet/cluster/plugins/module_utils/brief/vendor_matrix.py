@@ -32,7 +32,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.compat impo
 CHECKED = "2026-12-02"
 CHECKED_AGAIN = "2026-12-03"
 CHECKED_PAIRS = "2026-12-04"
-CHECK_DATES: tuple[str, ...] = (CHECKED, CHECKED_AGAIN, CHECKED_PAIRS)
+CHECKED_PUBLISHED = "2026-12-06"
+CHECK_DATES: tuple[str, ...] = (CHECKED, CHECKED_AGAIN, CHECKED_PAIRS, CHECKED_PUBLISHED)
 
 OSES: tuple[str, ...] = ("debian12", "debian13", "ubuntu2204", "ubuntu2404", "rhel9")
 ARCHES: tuple[str, ...] = ("x86_64", "aarch64")
@@ -71,9 +72,22 @@ COMPONENTS: tuple[str, ...] = (
 # lowest driver branch an accelerator of the catalogue needs (module_utils/brief/catalogue.py), and
 # the branches where NVIDIA's packaging changed (580, 590). Tests walk every one of them.
 KNOWN_VERSIONS: dict[str, tuple[str, ...]] = {
-    "driver": ("535.261.03", "550.163.01", "560.35.05", "570.133.20", "575.57.08", "580.95.05", "590.48.01"),
+    "driver": (
+        "535.261.03",
+        "550.163.01",
+        "560.35.05",
+        "570.133.20",
+        "570.148.08",
+        "575.57.08",
+        "580.95.05",
+        "580.126.09",
+        "580.159.04",
+        "580.173.10",
+        "590.48.01",
+        "595.91.07",
+    ),
     "cuda": ("12.4", "12.6", "12.8", "12.9", "13.0"),
-    "nccl": ("2.26.2", "2.27.7"),
+    "nccl": ("2.26.2", "2.27.7", "2.29.2", "2.30.4"),
     "dcgm": ("4.2.3", "4.4.0"),
     "container-toolkit": ("1.17.5", "1.17.8", "1.18.0"),
     "doca-ofed": ("2.9.1", "2.10.0", "3.1.0", "3.2.0"),
@@ -161,8 +175,19 @@ _CUDA_1302 = "https://docs.nvidia.com/cuda/archive/13.0.2/cuda-toolkit-release-n
 _GDS_GUIDE = "https://docs.nvidia.com/gpudirect-storage/troubleshooting-guide/installing-gpudirect-storage.html"
 _DOCA_PROFILES = "https://docs.nvidia.com/doca/sdk/nvidia+doca+profiles"
 _ROLE = "gpufleet roles (no vendor source found here)"
+_CRM = "https://github.com/NVIDIA/cuda-repo-management/issues/"
+_DEB13_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64/"
+_DEB_PINS = (
+    "public install scripts pin them from NVIDIA's Debian repositories (cuda-keyring): "
+    "nvidia-driver-cuda=595.91.07-1, nvidia-kernel-open-dkms=595.91.07-1, libcuda1=595.91.07-1 (debian13); "
+    "nvidia-driver-cuda=580.126.20-1, nvidia-kernel-dkms=580.126.20-1 (debian12)"
+)
+_UBU2404_SBSA_LISTING = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/"
+_DOCA_SUPPORT_321 = "https://docs.nvidia.com/doca/archive/3-2-1/general-support/index.html"
+_DOCA_DEB_290 = "https://linux.mellanox.com/public/repo/doca/2.9.0/debian12.5/x86_64/"
+_NCCL_2281 = "https://github.com/NVIDIA/nccl/issues/2281"
+_DRV_620 = _DRV_GUIDE + "620/pdf/Driver_Installation_Guide.pdf"
 
-_NO_SOURCE = "gpufleet's value; no vendor page or file showing it was found here"
 
 _DEB = ("debian12", "debian13")
 _UBU = ("ubuntu2204", "ubuntu2404")
@@ -170,12 +195,6 @@ _APT = _DEB + _UBU
 _RHEL = ("rhel9",)
 _X86 = ("x86_64",)
 _ARM = ("aarch64",)
-
-_DEB_UNCHANGED = (
-    "Debian keeps gpufleet's names: the lab runs this path and no source for NVIDIA's Debian "
-    "repository was found here; NVIDIA's Ubuntu and RHEL repositories dropped the branch from these "
-    "names at 580, so Debian's probably did too (reported, not changed)"
-)
 
 
 ROWS: tuple[Row, ...] = (
@@ -212,44 +231,163 @@ ROWS: tuple[Row, ...] = (
         "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/{repo_arch}/",
         Source(_GDC + "ubuntu24.04/install.sh"),
     ),
-    Row("cuda-repo", "key_file", "3bf863cc.pub", Source(_CUDA_KEY), oses=_APT, doc="signing key, in the repository"),
+    Row(
+        "cuda-repo",
+        "key_file",
+        "3bf863cc.pub",
+        Source(_CUDA_KEY),
+        oses=("debian12", *_UBU),
+        doc="signing key, in the repository",
+    ),
+    Row(
+        "cuda-repo",
+        "key_file",
+        "8793F200.pub",
+        Source(
+            _CRM + "39",
+            note="NVIDIA staff: only the new Debian 13 repository is signed with the new key (fingerprint "
+            "02182E60104FCDC26EAE1B8597A5D4CB8793F200, ending 8793F200; also issues 30 and 34), since trixie's apt "
+            "(sqv) rejects 3bf863cc's SHA1 binding from 2026-02-01; the file name debian13/x86_64/8793F200.pub as "
+            "several public install scripts fetch it (NVIDIA's own listing not read here)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+    ),
     Row("cuda-repo", "key_file", "D42D0685.pub", Source(_CUDA_KEY), oses=_RHEL),
+    Row(
+        "cuda-repo",
+        "published",
+        False,
+        Source(
+            _CRM + "39",
+            False,
+            "a user there (2026-02-02) uses the Ubuntu 24.04 repository 'since there's no aarch64 for Debian 13' and "
+            "NVIDIA staff did not contradict it; not re-read since, and not checked by preflight (the brief names "
+            "no CPU architecture)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+        arches=_ARM,
+        doc="whether NVIDIA publishes the CUDA repository for the OS and architecture",
+    ),
     # ---- driver ----
-    Row("driver", "package_version", "{version}-1", Source(_ROLE, False, "the lab's stand-ins carry it"), oses=_DEB),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-1",
+        Source(_DEB13_REPO, note=_DEB_PINS, checked=CHECKED_PUBLISHED),
+        oses=_DEB,
+    ),
     Row(
         "driver",
         "package_version",
         "{version}-0ubuntu1",
-        Source(_DRV_GUIDE + "ubuntu.html", False, "NVIDIA's Ubuntu driver packages; not re-read here"),
+        Source(
+            _DRV_GUIDE + "ubuntu.html",
+            False,
+            "releases before 570 were not re-read (the suffix is known to vary within a branch, see 570.148.08)",
+            checked=CHECKED_PUBLISHED,
+        ),
         oses=_UBU,
-        below="590",
+        below="570",
+    ),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-0ubuntu1",
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/",
+            note="cuda-drivers-570 570.86.10, 570.86.15 and 570.133.20 as -0ubuntu1 in listings and pins quoted "
+            "publicly (nvidia-driver-570-open=570.133.20-0ubuntu1)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="570",
+        below="570.148.08",
     ),
     Row(
         "driver",
         "package_version",
         "{version}-1ubuntu1",
         Source(
-            _GDC_590,
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/",
             False,
-            "NVIDIA's driver container pins '<version>*' from 590; one public install script pins "
-            "nvidia-driver-open=610.43.02-1ubuntu1",
+            "one public script pins nvidia-open-570=570.148.08-1ubuntu1 and nvidia-persistenced=570.148.08-1ubuntu1 "
+            "(NVIDIA's package names; the repository it read is not shown): an exception between -0ubuntu1 releases",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="570.148.08",
+        below="570.148.09",
+    ),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-0ubuntu1",
+        Source(
+            _UBU2404_SBSA_LISTING,
+            note="listings quoted publicly: cuda-drivers-570 570.158.01 and 570.172.08, nvidia-driver-580 575.57.08 "
+            "(as installed), cuda-drivers-580 580.65.06, 580.82.07, 580.95.05 and 580.105.08 are -0ubuntu1",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="570.148.09",
+        below="580.126.09",
+    ),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-1ubuntu1",
+        Source(
+            _UBU2404_SBSA_LISTING,
+            note="the same listing: cuda-drivers-580 580.126.09, 580.126.16, 580.126.20, 580.159.03 and later are "
+            "-1ubuntu1 (the suffix follows the release, not the branch)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="580.126.09",
+        below="590",
+    ),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-0ubuntu1",
+        Source(
+            _UBU2404_SBSA_LISTING,
+            note="apt-cache madison nvidia-open as quoted in public notes: 590.48.01-0ubuntu1 (no other 590 release "
+            "was seen)",
+            checked=CHECKED_PUBLISHED,
         ),
         oses=_UBU,
         minimum="590",
+        below="591",
+    ),
+    Row(
+        "driver",
+        "package_version",
+        "{version}-1ubuntu1",
+        Source(
+            _UBU2404_SBSA_LISTING,
+            note="apt-cache madison nvidia-open as quoted in public notes: 595.91.07-1ubuntu1, 610.57.04-1ubuntu1; "
+            "one public install script pins nvidia-driver-open=610.43.02-1ubuntu1",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="591",
     ),
     Row("driver", "package_version", "{version}", Source(_DRV_LOCK, note="dnf takes name-version"), oses=_RHEL),
     Row(
         "driver",
         "packages.open",
         ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"],
-        Source(_ROLE, False, "compute-only driver of NVIDIA's Debian repository; not re-read here"),
+        Source(_DEB13_REPO, note="the compute-only driver; " + _DEB_PINS, checked=CHECKED_PUBLISHED),
         oses=_DEB,
     ),
     Row(
         "driver",
         "packages.proprietary",
         ["nvidia-driver-cuda", "nvidia-kernel-dkms"],
-        Source(_ROLE, False, "compute-only driver of NVIDIA's Debian repository; not re-read here"),
+        Source(_DEB13_REPO, note="the compute-only driver; " + _DEB_PINS, checked=CHECKED_PUBLISHED),
         oses=_DEB,
     ),
     Row(
@@ -329,13 +467,58 @@ ROWS: tuple[Row, ...] = (
         oses=_RHEL,
     ),
     Row(
-        "driver", "persistenced_packages", ["nvidia-persistenced"], Source(_ROLE, False, _NO_SOURCE), oses=_DEB + _RHEL
+        "driver",
+        "published",
+        False,
+        Source(
+            _CRM + "38",
+            False,
+            "NVIDIA's debian13 repository carried the 590 branch and later only: the 580 branch was missing from "
+            "February 2026 (issues 38 and 40, NVIDIA staff moved the request there); issue 38 was still open at its "
+            "last comment read (2026-08-04), so whether 580 has since been added is not known here",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+        below="590",
+        doc="whether NVIDIA's repository for the OS carries the driver branch",
+    ),
+    Row(
+        "driver",
+        "published.proprietary",
+        False,
+        Source(
+            _DRV_620,
+            note="Driver Installation Guide, Release 620, Recent Updates: 'Proprietary Kernel Modules Removed'",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="620",
+        doc="whether the proprietary kernel modules are published for the driver",
     ),
     Row(
         "driver",
         "persistenced_packages",
-        [],
-        Source(_ROLE, False, "nvidia-persistenced comes with nvidia-compute-utils-<branch>"),
+        ["nvidia-persistenced"],
+        Source(
+            _ROLE,
+            False,
+            "public install scripts pin nvidia-persistenced=<version>-1 beside the driver on Debian (575.57.08-1), "
+            "but from which repository was not shown; NVIDIA's Debian and RHEL listings for it were searched "
+            "for (nvidia-persistenced_<version>) and not found here",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_DEB + _RHEL,
+    ),
+    Row(
+        "driver",
+        "persistenced_packages",
+        ["nvidia-persistenced"],
+        Source(
+            "https://docs.nvidia.com/deploy/driver-persistence/index.html#persistence-daemon",
+            note="NVIDIA's Ubuntu repository ships nvidia-persistenced as a package of its own at the driver's version "
+            "(public install scripts pin nvidia-persistenced=570.148.08-1ubuntu1 beside nvidia-open-570); left "
+            "unpinned, a newer one pulls a newer libnvidia-cfg1 onto a pinned driver",
+            checked=CHECKED_PUBLISHED,
+        ),
         oses=_UBU,
     ),
     Row(
@@ -343,11 +526,10 @@ ROWS: tuple[Row, ...] = (
         "dependencies",
         ["libcuda1", "nvidia-smi"],
         Source(
-            "https://packages.debian.org/bookworm/libcuda1",
-            False,
-            "Debian's own names for the CUDA driver library and nvidia-smi; what nvidia-driver-cuda pulls in "
-            "from NVIDIA's Debian repository was not read here",
-            checked=CHECKED_AGAIN,
+            _DEB13_REPO,
+            note="libcuda1 and nvidia-smi at the driver's <version>-1 from NVIDIA's Debian repositories as public "
+            "install scripts pin them (libcuda1=595.91.07-1, nvidia-smi=<version>-1)",
+            checked=CHECKED_PUBLISHED,
         ),
         oses=_DEB,
         doc="packages the driver packages pull in (the test doubles build them)",
@@ -356,15 +538,40 @@ ROWS: tuple[Row, ...] = (
         "driver",
         "unit.persistenced",
         "nvidia-persistenced",
-        Source(_ROLE, False, "gpufleet's value; no vendor page or file showing it was found here"),
+        Source(
+            "https://docs.nvidia.com/deploy/driver-persistence/index.html#persistence-daemon",
+            False,
+            "public install scripts run 'systemctl enable --now nvidia-persistenced' after installing NVIDIA's "
+            "Debian 13 packages; the unit file itself was not read here",
+            checked=CHECKED_PUBLISHED,
+        ),
     ),
     # ---- fabric manager and NSCQ (NVSwitch systems) ----
     Row(
         "fabricmanager",
         "packages",
         ["nvidia-fabricmanager-{branch}"],
-        Source(_ROLE, False, _DEB_UNCHANGED),
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+            note="the listing as a public install script quotes it: nvidia-fabricmanager-570_570.172.08-1, "
+            "nvidia-fabricmanager-575_575.57.08-1",
+            checked=CHECKED_PUBLISHED,
+        ),
         oses=_DEB,
+        below="580",
+    ),
+    Row(
+        "fabricmanager",
+        "packages",
+        ["nvidia-fabricmanager"],
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+            note="the same listing: from 580 nvidia-fabricmanager_580.65.06-1 (no branch in the name, as on Ubuntu "
+            "and RHEL); NVIDIA's driver container hit the same rename (gpu-driver-container pull 451)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_DEB,
+        minimum="580",
     ),
     Row(
         "fabricmanager",
@@ -398,13 +605,43 @@ ROWS: tuple[Row, ...] = (
         oses=_RHEL,
         minimum="580",
     ),
-    Row("fabricmanager", "package_version", "{version}-1", Source(_ROLE, False, _DEB_UNCHANGED), oses=_DEB),
     Row(
         "fabricmanager",
         "package_version",
         "{version}-1",
-        Source(_GDC_580, note="'-1', not the driver's '-0ubuntu1'"),
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
+            note="the listing as a public install script quotes it: <name>_<version>-1_amd64.deb before and from 580",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_DEB,
+    ),
+    Row(
+        "fabricmanager",
+        "package_version",
+        "{version}-1",
+        Source(
+            _GDC_580,
+            note="'-1', not the driver's '-0ubuntu1'; public install scripts fetch nvidia-fabricmanager_580.95.05-1, "
+            "_580.126.09-1 and _580.126.20-1 from NVIDIA's Ubuntu repositories (releases between 580.126.20 and "
+            "580.173 not read)",
+            checked=CHECKED_PUBLISHED,
+        ),
         oses=_UBU,
+        below="580.173",
+    ),
+    Row(
+        "fabricmanager",
+        "package_version",
+        "{version}-1ubuntu1",
+        Source(
+            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/",
+            note="nvidia-fabricmanager_580.173.10-1ubuntu1 as a public note installs it from NVIDIA's Ubuntu 24.04 "
+            "driver repository",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        minimum="580.173",
         below="590",
     ),
     Row(
@@ -434,7 +671,13 @@ ROWS: tuple[Row, ...] = (
         "imex",
         "packages",
         [],
-        Source(_ROLE, False, "no source for NVIDIA's Debian IMEX packages found here (reported)"),
+        Source(
+            _ROLE,
+            False,
+            "no source for NVIDIA's Debian IMEX packages found here (searched the code corpus for "
+            "repos/debian12/x86_64/nvidia-imex and nvidia-imex=<version> pins; none): none installed",
+            checked=CHECKED_PUBLISHED,
+        ),
         oses=_DEB,
     ),
     Row("imex", "packages", [], Source(_GDC_580, note="IMEX packages exist from 550"), oses=_UBU + _RHEL, below="550"),
@@ -481,14 +724,26 @@ ROWS: tuple[Row, ...] = (
     Row(
         "cuda",
         "package_versions",
-        {"12.4": "12.4.1-1", "12.6": "12.6.3-1", "12.8": "12.8.1-1", "12.9": "12.9.1-1"},
+        {"12.4": "12.4.1-1"},
         Source(
             "https://docs.nvidia.com/cuda/archive/",
             False,
-            "the last update of each minor (12.4.1, 12.6.3, 12.8.1, 12.9.1) from the release-notes archive; "
-            "package strings not re-read here",
+            "the last update of 12.4 (12.4.1) from the release-notes archive; the package string was searched for "
+            "(cuda-toolkit-12-4=12.4.1-1, cuda-toolkit-12-4_12.4.1-1) and not found here",
+            checked=CHECKED_PUBLISHED,
         ),
         doc="cuda-toolkit-<major>-<minor> version per CUDA minor (its last update)",
+    ),
+    Row(
+        "cuda",
+        "package_versions",
+        {"12.6": "12.6.3-1", "12.8": "12.8.1-1", "12.9": "12.9.1-1"},
+        Source(
+            "https://docs.nvidia.com/cuda/archive/",
+            note="the last update of each minor; public install scripts pin cuda-toolkit-12-6=12.6.3-1, "
+            "cuda-toolkit-12-8=12.8.1-1 and cuda-toolkit-12-9=12.9.1-1 from NVIDIA's Ubuntu repositories",
+            checked=CHECKED_PUBLISHED,
+        ),
     ),
     Row(
         "cuda",
@@ -512,10 +767,10 @@ ROWS: tuple[Row, ...] = (
         ["nvidia-gds-{cuda_dash}"],
         Source(
             _GDS_GUIDE,
-            False,
-            "GPUDirect Storage from NVIDIA's CUDA repository, one package per CUDA minor (nvidia-gds-<major>-<minor>); "
-            "the guide's package commands not re-read here",
-            checked=CHECKED_AGAIN,
+            note="GPUDirect Storage from NVIDIA's CUDA repository, one package per CUDA minor: public install "
+            "scripts apt-get install nvidia-gds-12-8; Amazon's GPU AMI release notes list nvidia-gds-12-8-12.8.0-1 "
+            "and later nvidia-gds-12-8-12.8.2-1 (its version is GDS's own, not the toolkit's)",
+            checked=CHECKED_PUBLISHED,
         ),
         doc="GPUDirect Storage (brings nvidia-fs and the cuFile tools)",
     ),
@@ -529,6 +784,74 @@ ROWS: tuple[Row, ...] = (
         oses=_RHEL,
     ),
     Row("nccl", "package_version", "{version}-1+cuda{cuda}", Source(_NCCL_GUIDE)),
+    Row(
+        "nccl",
+        "built_for_cuda",
+        ["12.8"],
+        Source(
+            _NCCL_GUIDE,
+            False,
+            "only the pair public install scripts pin from NVIDIA's Ubuntu repository (libnccl2=2.26.2-1+cuda12.8) "
+            "was read; the repository's full listing of 2.26.2 was not",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="2.26.2",
+        below="2.26.3",
+        doc="the CUDA minors NVIDIA built an NCCL release for (its +cuda<major.minor> packages)",
+    ),
+    Row(
+        "nccl",
+        "built_for_cuda",
+        ["13.0"],
+        Source(
+            _NCCL_GUIDE,
+            False,
+            "only the pair public install scripts pin from NVIDIA's Ubuntu repository (libnccl2=2.27.7-1+cuda13.0) "
+            "was read; the repository's full listing of 2.27.7 was not",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="2.27.7",
+        below="2.27.8",
+    ),
+    Row(
+        "nccl",
+        "built_for_cuda",
+        ["13.1"],
+        Source(
+            _NCCL_2281,
+            False,
+            "libnccl2=2.29.2-1+cuda13.1 as public install scripts pin it; a public check of NVIDIA's RHEL 9 "
+            "listings (x86_64 and sbsa) found no 2.29.2+cuda13.0; the full listing was not read",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="2.29.2",
+        below="2.29.3",
+    ),
+    Row(
+        "nccl",
+        "built_for_cuda",
+        ["12.9", "13.2"],
+        Source(
+            _NCCL_2281,
+            note="NVIDIA's RHEL 9 x86_64 listing as the issue quotes it: libnccl 2.30.3 and 2.30.4 for cuda12.9 and "
+            "cuda13.2 only (none for 13.0)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="2.30.3",
+        below="2.30.5",
+    ),
+    Row(
+        "nccl",
+        "built_for_cuda",
+        ["12.9", "13.3"],
+        Source(
+            _NCCL_2281,
+            note="the same listing: libnccl 2.30.7 for cuda12.9 and cuda13.3 only",
+            checked=CHECKED_PUBLISHED,
+        ),
+        minimum="2.30.7",
+        below="2.30.8",
+    ),
     # ---- DCGM ----
     Row(
         "dcgm",
@@ -568,6 +891,19 @@ ROWS: tuple[Row, ...] = (
         {"12": "4.2.3", "13": "4.4.0"},
         Source(_DCGM_EXP, note="DCGM 4.4 is the first with CUDA 13 (datacenter-gpu-manager-4-cuda13)"),
         doc="DCGM release per CUDA major",
+    ),
+    Row(
+        "dcgm",
+        "published",
+        False,
+        Source(
+            _CRM + "41",
+            note="NVIDIA staff: DCGM is published in the amzn2023, azl3, debian12, rhel8, rhel9, rhel10, sles15, "
+            "ubuntu2204 and ubuntu2404 CUDA repositories, not debian13",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+        doc="whether NVIDIA's repository for the OS carries the component",
     ),
     Row("dcgm", "unit", "nvidia-dcgm", Source("https://docs.nvidia.com/datacenter/dcgm/latest/installation.html")),
     Row("dcgm", "hostengine_port", 5555, Source("https://docs.nvidia.com/datacenter/dcgm/latest/installation.html")),
@@ -652,9 +988,53 @@ ROWS: tuple[Row, ...] = (
     Row(
         "doca-ofed",
         "distro",
-        "debian{os_major}",
-        Source(_ROLE, False, "DOCA's Debian path not confirmed here (the lab uses the inbox stack)"),
+        "debian{doca_debian_release}",
+        Source(_DOCA_DEB_290, note="before 3.2 DOCA's Debian repositories are per point release (debian12.5)"),
         oses=_DEB,
+        below="3.2",
+    ),
+    Row(
+        "doca-ofed",
+        "distro",
+        "debian{os_major}",
+        Source(
+            _DOCA_SUPPORT_321,
+            note="from DOCA 3.2 the host drivers are built by DKMS and DOCA-Host is published per major OS release "
+            "only, no longer per minor release",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_DEB,
+        minimum="3.2",
+    ),
+    Row(
+        "doca-ofed",
+        "debian_release",
+        "12.5",
+        Source(
+            _DOCA_DEB_290,
+            False,
+            "read for DOCA 2.9.0 only (a public install script taking the URL from NVIDIA's DOCA downloads page); "
+            "the point release of the other releases before 3.2 was not read here: set rdma_doca_debian_release "
+            "when NVIDIA's listing says otherwise",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian12",),
+        below="3.2",
+        doc="the Debian point release DOCA publishes a repository for (before 3.2)",
+    ),
+    Row(
+        "doca-ofed",
+        "debian_release",
+        "{os_major}",
+        Source(
+            _ROLE,
+            False,
+            "no DOCA repository for Debian 13 before 3.2 was found here (searched the code and issue corpora for "
+            "doca/<release>/debian13); the major release is used",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
+        below="3.2",
     ),
     Row(
         "doca-ofed",
@@ -686,10 +1066,10 @@ ROWS: tuple[Row, ...] = (
         ["doca-ofed-userspace"],
         Source(
             _DOCA_PROFILES,
-            False,
-            "user space only (drivers from the image); not among the profiles that page lists (doca-all, "
-            "doca-networking, doca-ofed, doca-roce, doca-host-basic)",
-            checked=CHECKED_AGAIN,
+            note="user space only (drivers from the image); not among the profiles that page lists, but public "
+            "install scripts apt-get install doca-ofed-userspace from linux.mellanox.com/public/repo/doca/<release>/"
+            "ubuntu24.04/ (3.1.0, 2.10.0)",
+            checked=CHECKED_PUBLISHED,
         ),
     ),
     Row(
@@ -699,9 +1079,10 @@ ROWS: tuple[Row, ...] = (
         Source(
             _ROLE,
             False,
-            "the rdma role installs the profile unpinned (the repository path pins the release); the meta "
-            "package's own version string was not read from NVIDIA's repository",
-            checked=CHECKED_AGAIN,
+            "the rdma role installs the profile unpinned (the repository path pins the release), so only the "
+            "test doubles carry this string; NVIDIA's is not <release>-1: a public Dockerfile pins "
+            "doca-ofed-userspace=<release>-019000 (a build number), which no rule here can give",
+            checked=CHECKED_PUBLISHED,
         ),
     ),
     # ---- DCGM exporter ----
@@ -774,10 +1155,25 @@ ROWS: tuple[Row, ...] = (
         Source(
             _DCGM_EXP_PKG,
             False,
-            "as on Ubuntu (NVIDIA builds one .deb); NVIDIA's Debian repository listing not read here",
-            checked=CHECKED_AGAIN,
+            "as on Ubuntu (NVIDIA builds one .deb); NVIDIA's Debian repository listing was not found here "
+            "(searched the issue corpus for the exporter in debian12/debian13): on debian13 the repository "
+            "carries no DCGM at all (see the published row)",
+            checked=CHECKED_PUBLISHED,
         ),
         oses=_DEB,
+    ),
+    Row(
+        "dcgm-exporter",
+        "published",
+        False,
+        Source(
+            _CRM + "41",
+            False,
+            "the exporter ships in NVIDIA's CUDA repository beside DCGM, which is not published for debian13; the "
+            "exporter's own debian13 listing was not read here",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=("debian13",),
     ),
     Row(
         "dcgm-exporter",
@@ -857,7 +1253,19 @@ ROWS: tuple[Row, ...] = (
         Source("https://packages.ubuntu.com/noble/libpmix2t64", note="64-bit time_t transition"),
         oses=("ubuntu2404",),
     ),
-    Row("pmix", "runtime_package", "pmix", Source(_ROLE, False, "Slurm roles are Debian/Ubuntu only"), oses=_RHEL),
+    Row(
+        "pmix",
+        "runtime_package",
+        "pmix",
+        Source(
+            _ROLE,
+            False,
+            "the Slurm roles run on Debian and Ubuntu only, so no RHEL package was looked for; the name is the "
+            "roles' placeholder",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_RHEL,
+    ),
 )
 
 
@@ -882,6 +1290,16 @@ def os_key(distribution: str, major: str | int) -> str | None:
     return key if key in OSES else None
 
 
+# The brief's ``cluster.os`` values → the matrix's OS keys.
+BRIEF_OS: dict[str, str] = {
+    "debian-12": "debian12",
+    "debian-13": "debian13",
+    "ubuntu-22.04": "ubuntu2204",
+    "ubuntu-24.04": "ubuntu2404",
+    "rocky-9": "rhel9",
+}
+
+
 def _placeholders(os: str, arch: str, version: str | None, context: dict[str, Any]) -> dict[str, Any]:
     facts = OS_FACTS[os]
     major_minor = facts["distribution_version"].split(".")
@@ -902,6 +1320,12 @@ def _placeholders(os: str, arch: str, version: str | None, context: dict[str, An
     if "cuda" in values:
         values.setdefault("cuda_major", str(values["cuda"]).split(".")[0])
         values.setdefault("cuda_dash", str(values["cuda"]).replace(".", "-"))
+    if "doca_debian_release" not in values:
+        # The Debian point release of DOCA's repository, for the DOCA release asked (the context's, or
+        # the version itself when the question is about DOCA).
+        doca = values.get("doca") or version
+        release = find("doca-ofed", "debian_release", os, arch, str(doca)) if doca else None
+        values["doca_debian_release"] = _fill(release.value, values) if release else values["os_major"]
     if "doca" in values and "doca_distro" not in values:
         distro = find("doca-ofed", "distro", os, arch, str(values["doca"]))
         values["doca_distro"] = _fill(distro.value, values) if distro else ""
@@ -952,6 +1376,7 @@ def unconfirmed() -> list[Row]:
 
 __all__ = [
     "ARCHES",
+    "BRIEF_OS",
     "CHECKED",
     "CHECKED_AGAIN",
     "CHECK_DATES",

@@ -62,7 +62,8 @@ DCGM_PACKAGES = ("datacenter-gpu-manager*",)
 #                     Debian nvidia-driver-cuda + nvidia-kernel-open-dkms | nvidia-kernel-dkms,
 #                     Ubuntu nvidia-driver-<branch>[-open] + nvidia-dkms-<branch>[-open],
 #                     RHEL kmod-nvidia-open-dkms | kmod-nvidia-latest-dkms; nvidia-persistenced;
-#                     the fabric manager nvidia-fabricmanager-<branch> | nvidia-fabric-manager
+#                     the fabric manager nvidia-fabricmanager-<branch> | nvidia-fabric-manager below 580,
+#                     nvidia-fabricmanager from 580 (every OS)
 #   cuda              cuda_packages: cuda-toolkit-<major>-<minor>
 #   nccl              nccl_packages: libnccl2, libnccl-dev
 #   dcgm              dcgm_packages: datacenter-gpu-manager-<N>-core, datacenter-gpu-manager-<N>-cuda<major>
@@ -81,6 +82,7 @@ DEFAULT_HOLD_PATTERNS = (
     "kmod-nvidia-latest-dkms",
     "nvidia-persistenced",
     "nvidia-fabricmanager-[0-9][0-9][0-9]",
+    "nvidia-fabricmanager",
     "nvidia-fabric-manager",
     "cuda-toolkit-[0-9][0-9]-[0-9]",
     "cuda-toolkit-[0-9][0-9]-[0-9][0-9]",

@@ -284,6 +284,58 @@ _ROWS: tuple[tuple, ...] = (
         "expected an NCCL built for CUDA {major}.x (NCCL {nccl} is built for CUDA {majors}.x), found CUDA {cuda}",
     ),
     (
+        "VER_NCCL_CUDA_NOT_BUILT",
+        ERROR,
+        "versions",
+        "NCCL x CUDA pair NVIDIA did not build: the repository listing of that NCCL release has no "
+        "`+cuda<major.minor>` package for the brief's CUDA (vendor matrix, nccl built_for_cuda)",
+        "expected a CUDA minor NVIDIA built NCCL {nccl} for ({built}), found CUDA {cuda}: NVIDIA publishes no "
+        "libnccl {nccl}+cuda{cuda} (source: {source}, read {checked}); pin an NCCL release built for CUDA {cuda} "
+        "or a CUDA minor listed",
+    ),
+    (
+        "VER_NCCL_CUDA_UNCONFIRMED",
+        WARNING,
+        "versions",
+        "NCCL x CUDA pair gpufleet cannot confirm NVIDIA built (the vendor matrix lists only part of that NCCL "
+        "release's builds, or none)",
+        {
+            "partial": "expected a CUDA minor NCCL {nccl} is known to be built for ({built}), found CUDA {cuda}: "
+            "not confirmed published (source: {source}, read {checked}; {note}); check NVIDIA's repository for "
+            "libnccl {nccl}+cuda{cuda}",
+            "unknown": "expected an NCCL release whose CUDA builds the vendor matrix lists, found NCCL {nccl}: "
+            "whether NVIDIA built it for CUDA {cuda} is not known here; check NVIDIA's repository for "
+            "libnccl {nccl}+cuda{cuda}",
+        },
+    ),
+    (
+        "VER_NOT_PUBLISHED",
+        ERROR,
+        "versions",
+        "a component NVIDIA does not publish for the brief's OS or version (DCGM on debian-13, proprietary "
+        "kernel modules from driver 620, ...: vendor matrix, `published` rows)",
+        "expected {what} NVIDIA publishes, found {found}: {fact} (source: {source}, read {checked})",
+    ),
+    (
+        "VER_NOT_PUBLISHED_UNCONFIRMED",
+        WARNING,
+        "versions",
+        "a component NVIDIA probably does not publish for the brief's OS or version (a driver branch missing "
+        "from debian13's repository, dcgm-exporter on debian-13): the vendor matrix's row is unconfirmed",
+        "expected {what} NVIDIA publishes, found {found}: probably not published: {fact} (source: {source}, "
+        "read {checked}); check NVIDIA's repository before the run",
+    ),
+    (
+        "VER_DRIVER_REVISION_UNCONFIRMED",
+        WARNING,
+        "versions",
+        "driver pin whose package revision on the brief's OS no source confirms (Ubuntu's `-0ubuntu1` / "
+        "`-1ubuntu1` follows the release, not the branch)",
+        "expected a driver release whose package revision on {os} the vendor matrix confirms, found {driver}: the "
+        "driver role installs {package_version}, not confirmed ({note}; source: {source}, read {checked}); check "
+        "NVIDIA's repository (apt-cache madison) and set nvidia_driver_package_version if it differs",
+    ),
+    (
         "VER_NCCL_UNKNOWN",
         WARNING,
         "versions",

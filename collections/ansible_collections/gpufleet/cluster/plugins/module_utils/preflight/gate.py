@@ -70,6 +70,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.network
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.tenants import check_tenants
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.versions import (
     check_cuda_package,
+    check_published,
     check_versions,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.storage import preflight as storage_checks
@@ -122,6 +123,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     found, catalogue = check_catalogue(clean)
     out.extend(found)
     out.extend(check_versions(clean, catalogue))
+    out.extend(check_published(clean))
     found, pools = check_groups(clean, groups, catalogue)
     out.extend(found)
     out.extend(check_cuda_package(clean, hostvars, pools.gpu_hosts))

@@ -5,7 +5,8 @@ the brief's CUDA against the releases the cuda role can install.
 
 ``check_versions(brief, pools)`` needs the catalogue's pools (their accelerators);
 ``check_cuda_package(brief, hostvars, gpu_hosts)`` needs the GPU hosts (the groups phase's result),
-since a site may pin the toolkit package in their inventory.
+since a site may pin the toolkit package in their inventory; ``check_published(brief)`` holds the
+brief's OS and pins against what the vendor matrix says NVIDIA publishes.
 """
 
 from __future__ import annotations
@@ -106,6 +107,102 @@ def check_versions(brief: dict, pools: Iterable[Pool]) -> list[dict]:
     return out
 
 
+# What each ``published`` row of the vendor matrix is about: the component's brief field (None: the
+# component is installed on every GPU host whatever the brief pins), and how a message names it.
+_PUBLISHED: tuple[tuple[str, str, str | None, str], ...] = (
+    ("driver", "published", "software.driver", "a driver branch"),
+    ("driver", "published.proprietary", "software.driver_flavor", "kernel modules"),
+    ("dcgm", "published", None, "DCGM (installed on every GPU host)"),
+    ("dcgm-exporter", "published", None, "dcgm-exporter (installed on every GPU host of a Slurm cluster)"),
+)
+
+
+def _source_values(row: vendor_matrix.Row) -> dict[str, str]:
+    return {"fact": row.source.note or row.doc, "source": row.source.url, "checked": row.source.checked}
+
+
+def check_published(brief: dict) -> list[dict]:
+    """The brief installs nothing the vendor matrix says NVIDIA does not publish for its OS and versions:
+    an error where a source confirms it, a warning where the matrix's row is unconfirmed."""
+    out: list[dict] = []
+    sw = brief["software"]
+    os_name = brief["cluster"].get("os")
+    os_key = vendor_matrix.BRIEF_OS.get(str(os_name))
+    if os_key is None:
+        return out  # missing or not a choice: the brief schema reports it
+    driver = sw.get("driver")
+    for component, key, field, what in _PUBLISHED:
+        if key == "published.proprietary" and sw.get("driver_flavor") != "proprietary":
+            continue
+        # On Kubernetes the GPU Operator runs its own exporter: the host package is not installed.
+        if component == "dcgm-exporter" and brief["cluster"].get("control_plane") != "slurm":
+            continue
+        version = str(driver) if component == "driver" and driver else None
+        if component == "driver" and version is None:
+            continue
+        row = vendor_matrix.find(component, key, os_key, version=version)
+        if row is None or row.value is not False:
+            continue
+        if field == "software.driver":
+            found = f"driver {driver} (R{driver_branch(driver)}) on {os_name}"
+        elif field == "software.driver_flavor":
+            found = f"proprietary with driver {driver}"
+        else:
+            found = f"cluster.os {os_name}"
+        values = {"what": what, "found": found, **_source_values(row)}
+        field = field or "cluster.os"
+        if row.source.confirmed:
+            out.append(make("VER_NOT_PUBLISHED", field, **values))
+        else:
+            out.append(make("VER_NOT_PUBLISHED_UNCONFIRMED", field, **values))
+    out.extend(_check_driver_revision(sw, os_name, os_key))
+    out.extend(_check_nccl_build(sw))
+    return out
+
+
+def _check_driver_revision(sw: Mapping[str, Any], os_name: str, os_key: str) -> list[dict]:
+    """The driver role spells the package version from the matrix's revision rows; where the row for
+    this release is unconfirmed, the package it asks for may not exist."""
+    driver = sw.get("driver")
+    row = vendor_matrix.find("driver", "package_version", os_key, version=str(driver)) if driver else None
+    if row is None or row.source.confirmed:
+        return []
+    return [
+        make(
+            "VER_DRIVER_REVISION_UNCONFIRMED",
+            "software.driver",
+            os=os_name,
+            driver=driver,
+            package_version=vendor_matrix.value("driver", "package_version", os_key, version=str(driver)),
+            note=row.source.note,
+            source=row.source.url,
+            checked=row.source.checked,
+        )
+    ]
+
+
+def _check_nccl_build(sw: Mapping[str, Any]) -> list[dict]:
+    """NVIDIA builds each NCCL release for a few CUDA minors only (its ``+cuda<major.minor>`` packages)."""
+    nccl, cuda = sw.get("nccl"), sw.get("cuda")
+    mm = major_minor(cuda) if cuda else None
+    if not nccl or mm is None:
+        return []
+    majors = nccl_cuda_majors(nccl)
+    if majors is None or mm[0] not in majors:
+        return []  # VER_NCCL_UNKNOWN / VER_NCCL_CUDA already say it
+    cuda = f"{mm[0]}.{mm[1]}"
+    row = vendor_matrix.find("nccl", "built_for_cuda", vendor_matrix.OSES[0], version=str(nccl))
+    if row is None:
+        return [make("VER_NCCL_CUDA_UNCONFIRMED", "software.nccl", variant="unknown", nccl=nccl, cuda=cuda)]
+    if cuda in row.value:
+        return []
+    values = {"nccl": nccl, "cuda": cuda, "built": ", ".join(row.value), **_source_values(row)}
+    if row.source.confirmed:
+        return [make("VER_NCCL_CUDA_NOT_BUILT", "software.nccl", **values)]
+    values["note"] = values.pop("fact")
+    return [make("VER_NCCL_CUDA_UNCONFIRMED", "software.nccl", variant="partial", **values)]
+
+
 def _cuda_package_pinned_by_site(vars_: Any, cuda: str) -> bool:
     """Whether a host's variables give the cuda role a package version for ``cuda`` themselves."""
     if not isinstance(vars_, Mapping):
@@ -140,4 +237,4 @@ def check_cuda_package(brief: dict, hostvars: Mapping[str, Any], gpu_hosts: Iter
     ]
 
 
-__all__ = ["check_cuda_package", "check_versions"]
+__all__ = ["check_cuda_package", "check_published", "check_versions"]
