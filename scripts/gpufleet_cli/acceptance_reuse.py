@@ -34,8 +34,10 @@ import os
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import write_atomic
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import InputError, read_regular_file
 
 from .common import ROOT
+from .reports import try_load_json
 
 RECORD_DIR = os.path.join(ROOT, ".cache", "acceptance")
 SCHEMA = 1
@@ -60,10 +62,9 @@ def _hash_files(paths: list[str], base: str, digest) -> None:
     for path in sorted(set(files)):
         digest.update(os.path.relpath(path, base).encode() + b"\0")
         try:
-            with open(path, "rb") as fh:
-                digest.update(fh.read())
-        except OSError as exc:
-            digest.update(f"unreadable: {exc.strerror}".encode())
+            digest.update(read_regular_file(path, "an inventory file"))
+        except InputError as exc:  # a FIFO or device is never read: it would block or never end
+            digest.update(f"unreadable: {exc}".encode())
         digest.update(b"\0")
 
 
@@ -138,10 +139,8 @@ def read_gate(gate_dir: str | None) -> tuple[dict[str, str], list[str]]:
     hosts: dict[str, str] = {}
     problems: list[str] = []
     for path in sorted(glob.glob(os.path.join(gate_dir, "*.json"))):
-        try:
-            with open(path, encoding="utf-8") as fh:
-                rec = json.load(fh)
-        except (OSError, ValueError):
+        rec, error = try_load_json(path)
+        if error:
             problems.append(f"gate record {os.path.basename(path)} is unreadable")
             continue
         if not isinstance(rec, dict):
@@ -167,11 +166,7 @@ def record_path(inventory: str, record_dir: str | None = None) -> str:
 
 
 def load(inventory: str, record_dir: str | None = None) -> dict | None:
-    try:
-        with open(record_path(inventory, record_dir), encoding="utf-8") as fh:
-            rec = json.load(fh)
-    except (OSError, ValueError):
-        return None
+    rec, _error = try_load_json(record_path(inventory, record_dir))
     return rec if isinstance(rec, dict) and rec.get("schema") == SCHEMA else None
 
 
@@ -218,11 +213,7 @@ def newest_report(reports: str, cluster: str | None, since: float = 0.0) -> str 
 
 
 def report_verdict(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
+    data, _error = try_load_json(path)
     return str(data.get("verdict")) if isinstance(data, dict) else None
 
 

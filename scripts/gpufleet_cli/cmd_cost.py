@@ -25,6 +25,11 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.schema import validate
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import (
+    InputError,
+    read_regular_file,
+    read_stream,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import format_text
 from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import InventoryError, load_yaml_file
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import cost
@@ -185,13 +190,17 @@ def workloads_via_ansible(inventory: str, clean: dict, inv) -> str:
 
 
 def _read(path: str) -> str:
+    what = "sacct output or kubectl JSON"
     try:
         if path == "-":
-            return sys.stdin.read()
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
+            data = read_stream(getattr(sys.stdin, "buffer", sys.stdin), what)
+        else:
+            data = read_regular_file(path, what)
+        return data.decode("utf-8")
+    except InputError as exc:
+        raise CliError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}), expected {what}") from None
 
 
 def latest_acceptance(args) -> dict | None:

@@ -20,6 +20,12 @@ import re
 import sys
 import time
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import (
+    InputError,
+    load_json_bytes,
+    read_regular_file,
+)
+
 from .common import EXIT_FAILED, EXIT_OK, ROOT, CliError
 from .runner import add_run_arguments, options_from_args, run_playbook
 from .table import columns
@@ -151,18 +157,21 @@ def latest_report(reports: str, name: str, since: float = 0.0) -> str | None:
 
 
 def _load(path: str, kind: str) -> dict:
+    # The report the run just wrote: one that cannot be read is a failed run (exit 1), not bad input.
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise CliError(f"{path}: cannot read the {kind} report ({exc})", EXIT_FAILED) from None
+        data = load_json_bytes(read_regular_file(path, f"a {kind} report"), path)
+    except InputError as exc:
+        raise CliError(f"cannot read the {kind} report: {exc}", EXIT_FAILED) from None
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict):
         raise CliError(f"{path}: not a {kind} report (expected a JSON object with nodes: {{host: ...}})", EXIT_FAILED)
     return data
 
 
 def _natural(name: str) -> tuple:
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name) if p)
+    # Runs of ASCII digits compare as numbers, by length then digits: no int(), however long the run.
+    return tuple(
+        (0, len(p.lstrip("0")), p.lstrip("0")) if p.isdigit() else (1, 0, p) for p in re.split(r"([0-9]+)", name) if p
+    )
 
 
 def _text(value) -> str:

@@ -22,11 +22,15 @@ import sys
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.history import HistoryError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import InputError, check_regular_file
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import markdown_table
 
 from .cmd_cost import add_brief_arguments, load_brief
 from .common import EXIT_OK, CliError
 from .reports import add_dir_option
+
+# Years of nightly records for thousands of nodes fit in far less.
+MAX_HISTORY_BYTES = 1024 * 1024 * 1024
 
 
 def register_report(reports) -> None:
@@ -76,8 +80,15 @@ def run(args: argparse.Namespace) -> int:
     node = args.node
     cluster = _cluster(args)
     path = history.store_path(args.dir, cluster)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise CliError(f"{path}: no history of cluster {cluster}: run gpufleet accept (or verify, drift) first")
+    # A regular file of bounded size before history.read (standard library only, it runs in modules too) opens it.
+    try:
+        size = check_regular_file(path, "a history (JSON lines)").st_size
+    except InputError as exc:
+        raise CliError(str(exc)) from None
+    if size > MAX_HISTORY_BYTES:
+        raise CliError(f"{path}: {size} bytes, expected a history of at most {MAX_HISTORY_BYTES} bytes")
     records, warnings = history.read(path, node)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)

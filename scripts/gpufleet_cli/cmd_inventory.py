@@ -14,6 +14,7 @@ import textwrap
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import schema as brief_schema
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import write_atomic
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import InputError, read_regular_file
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import format_report
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import has_errors, sort_key
 from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.generator import (
@@ -94,18 +95,10 @@ def _wrap(text: str) -> str:
 
 
 def _read_text(path: str, what: str) -> str:
-    if os.path.isdir(path):
-        raise CliError(f"{path}: is a directory, expected {what}")
     try:
-        size = os.path.getsize(path)
-        if size > MAX_SHEET_BYTES:
-            raise CliError(f"{path}: {size} bytes, expected {what} under {MAX_SHEET_BYTES} bytes")
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file, expected {what}") from None
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        data = read_regular_file(path, what, MAX_SHEET_BYTES)
+    except InputError as exc:
+        raise CliError(str(exc)) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -113,7 +106,7 @@ def _read_text(path: str, what: str) -> str:
 
 
 def _load_existing(hosts_file: str) -> dict:
-    if not os.path.isfile(hosts_file):
+    if not os.path.lexists(hosts_file):
         return {}
     try:
         return load_inventory(hosts_file).hostvars

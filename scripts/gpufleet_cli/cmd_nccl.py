@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import run as acceptance_run
@@ -11,6 +10,11 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl i
     human_size,
     parse_size,
     summarize_run,
+)
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import (
+    InputError,
+    read_regular_file,
+    read_stream,
 )
 
 from .common import CliError
@@ -58,22 +62,14 @@ def register(sub) -> None:
 
 def read_input(path: str) -> str:
     """The file's text (undecodable bytes replaced); CliError(code 2) when it cannot be read."""
-    if path == "-":
-        return sys.stdin.read()
-    if os.path.isdir(path):
-        raise CliError(f"{path}: is a directory, expected an nccl-tests log or -J JSON file")
+    what = "an nccl-tests log or -J JSON file"
     try:
-        size = os.path.getsize(path)
-        if size > _MAX_BYTES:
-            raise CliError(f"{path}: {size} bytes, expected an nccl-tests log under {_MAX_BYTES} bytes")
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file, expected an nccl-tests log or -J JSON file") from None
-    except PermissionError:
-        raise CliError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if path == "-":
+            data = read_stream(getattr(sys.stdin, "buffer", sys.stdin), what, _MAX_BYTES)
+        else:
+            data = read_regular_file(path, what, _MAX_BYTES)
+    except InputError as exc:
+        raise CliError(str(exc)) from None
     return data.decode("utf-8", errors="replace")
 
 

@@ -9,10 +9,12 @@ import json
 import os
 import time
 
-import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import InputError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import load_yaml_file
 
 from . import acceptance_reuse as reuse
 from .common import ROOT
+from .reports import try_load_json
 from .runner import RunSession, RunStopped, add_run_arguments, options_from_args, run_playbook
 from .table import columns
 
@@ -245,9 +247,8 @@ def _runner_for(playbook: str):
 def brief_cluster_name(inventory: str, brief: str | None = None) -> str | None:
     """cluster.name of the run's brief (--brief, $GPUFLEET_BRIEF, else brief.yml beside the inventory)."""
     try:
-        with open(reuse.brief_path(inventory, brief), encoding="utf-8") as fh:
-            name = ((yaml.safe_load(fh) or {}).get("cluster") or {}).get("name")
-    except (OSError, yaml.YAMLError, AttributeError):
+        name = ((load_yaml_file(reuse.brief_path(inventory, brief)) or {}).get("cluster") or {}).get("name")
+    except (InputError, AttributeError):
         return None
     return name if isinstance(name, str) and name and "/" not in name else None
 
@@ -267,13 +268,8 @@ def acceptance_line(reports: str, since: float = 0.0, cluster: str | None = None
     path = reuse.newest_report(reports, cluster, since)
     if not path:
         return None
-    data: dict = {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        verdict = str(data.get("verdict", "?")).upper()
-    except (OSError, ValueError, AttributeError):
-        verdict = "UNREADABLE"
+    data, error = try_load_json(path)
+    verdict = str(data.get("verdict", "?")).upper() if not error and isinstance(data, dict) else "UNREADABLE"
     extra = storage_workload_summary(data) if isinstance(data, dict) else ""
     left_out = not_accepted_text(data) if isinstance(data, dict) else ""
     warned = warnings_text(data) if isinstance(data, dict) else ""
@@ -354,11 +350,9 @@ def gate_table(gate_dir: str | None) -> str:
         return "no hardware gate records were written (check mode, or no GPU node in the inventory)"
     rows = []
     for path in sorted(glob.glob(os.path.join(gate_dir, "*.json"))):
-        try:
-            with open(path, encoding="utf-8") as fh:
-                rec = json.load(fh)
-        except (OSError, ValueError) as exc:
-            rows.append((os.path.basename(path), "unreadable", "", "", "", "", str(exc)))
+        rec, error = try_load_json(path)
+        if error or not isinstance(rec, dict):
+            rows.append((os.path.basename(path), "unreadable", "", "", "", "", error or "not a JSON object"))
             continue
         summ = rec.get("summary") or {}
         rows.append(

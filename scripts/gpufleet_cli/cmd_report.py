@@ -26,6 +26,7 @@ import re
 import sys
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import report as acceptance_report
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import short_repr
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.report import markdown_table
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import drift
 
@@ -173,7 +174,7 @@ def _records_from(data, path: str) -> tuple[list[dict], list[dict], dict]:
     extra: list[dict] = []
     if isinstance(data, dict) and any(k in data for k in ("nodes", "hosts", "records")):
         meta = {k: data.get(k) for k in ("cluster", "timestamp", "verdict") if isinstance(data.get(k), str)}
-        extra = [v for v in data.get("violations") or [] if isinstance(v, dict)]
+        extra = _violations(data.get("violations"))
         items = data.get("nodes") or data.get("hosts") or data.get("records") or []
     elif isinstance(data, list):
         items = data
@@ -197,7 +198,7 @@ def _records_from(data, path: str) -> tuple[list[dict], list[dict], dict]:
 def normalize_record(item: dict, default_host: str) -> dict:
     """A per-node record with every field the renderer reads, whatever the writer left out."""
     host = item.get("host") if isinstance(item.get("host"), str) and item.get("host") else default_host
-    violations = [v for v in (item.get("violations") or []) if isinstance(v, dict)]
+    violations = _violations(item.get("violations"))
     errors = [v for v in violations if v.get("severity") == "error"]
     if isinstance(item.get("ok"), bool):
         status = "pass" if item["ok"] else "fail"
@@ -206,6 +207,7 @@ def normalize_record(item: dict, default_host: str) -> dict:
     else:
         status = "fail" if errors else "pass"
     summary = item.get("summary") if isinstance(item.get("summary"), dict) else {}
+    summary = {str(k): _cell(v) for k, v in summary.items()}
     return {
         "host": host,
         "pool": item.get("pool") if isinstance(item.get("pool"), str) else None,
@@ -213,6 +215,35 @@ def normalize_record(item: dict, default_host: str) -> dict:
         "summary": summary,
         "violations": violations,
     }
+
+
+_VIOLATION_TEXT = ("severity", "code", "field", "message")
+
+
+def _violations(items) -> list[dict]:
+    """The violations of a record in their normal form: objects only, severity / code / field / message
+    strings, host a string or None (a report edited by hand, or cut short, holds anything)."""
+    out = []
+    for v in items if isinstance(items, list) else []:
+        if not isinstance(v, dict):
+            continue
+        norm = {k: _text_of(v.get(k)) for k in _VIOLATION_TEXT}
+        norm["host"] = v["host"] if isinstance(v.get("host"), str) else None
+        out.append(norm)
+    return out
+
+
+def _cell(value) -> str | int | float | bool | None:
+    """A summary value for a table cell: a scalar as it is, anything else cut short."""
+    if value is None or isinstance(value, str | bool | float):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() < 1000 else short_repr(value)
+    return short_repr(value, 200)
+
+
+def _text_of(value) -> str:
+    return "" if value is None else value if isinstance(value, str) else short_repr(value, 200)
 
 
 def load_nodes(report: ReportDir | str, kind: str) -> tuple[list[dict], list[dict], dict]:
@@ -245,7 +276,10 @@ def load_nodes(report: ReportDir | str, kind: str) -> tuple[list[dict], list[dic
 
 
 def _natural(name: str) -> tuple:
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name) if p)
+    # Runs of ASCII digits compare as numbers, by length then digits: no int(), however long the run.
+    return tuple(
+        (0, len(p.lstrip("0")), p.lstrip("0")) if p.isdigit() else (1, 0, p) for p in re.split(r"([0-9]+)", name) if p
+    )
 
 
 # --- Markdown ---------------------------------------------------------------------------------------

@@ -29,13 +29,29 @@ from ansible.vars.manager import VariableManager
 
 from .common import ROOT
 
+# Values _plain may make for one inventory: YAML aliases let a few hundred bytes stand for billions.
+MAX_VALUES = 5_000_000
 
-def _plain(value: Any, encrypted: type, vault: list[bool], placeholder: str, depth: int = 0) -> Any:
+
+class TooManyValues(Exception):
+    """An inventory whose variables expand to more than MAX_VALUES values (an alias bomb)."""
+
+
+def _plain(
+    value: Any, encrypted: type, vault: list[bool], placeholder: str, depth: int = 0, budget: list[int] | None = None
+) -> Any:
     """Ansible's tagged values as plain JSON data, as the playbook's preflight filter hands them to the
     checks (never templated). A vault-encrypted value that cannot be decrypted becomes the placeholder
-    the direct reader uses (``--vault-placeholder``), and ``vault[0]`` is set."""
+    the direct reader uses (``--vault-placeholder``), and ``vault[0]`` is set. ``budget[0]``: values
+    left to make; TooManyValues when it runs out."""
     if depth > 20:
         return None
+    if budget is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise TooManyValues(
+                f"its variables expand to more than {MAX_VALUES} values, expected fewer (a YAML alias bomb?)"
+            )
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, str):
@@ -51,9 +67,9 @@ def _plain(value: Any, encrypted: type, vault: list[bool], placeholder: str, dep
             vault[0] = True
             return placeholder
     if isinstance(value, dict):
-        return {str(k): _plain(v, encrypted, vault, placeholder, depth + 1) for k, v in value.items()}
+        return {str(k): _plain(v, encrypted, vault, placeholder, depth + 1, budget) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v, encrypted, vault, placeholder, depth + 1) for v in value]
+        return [_plain(v, encrypted, vault, placeholder, depth + 1, budget) for v in value]
     return str(value)
 
 
@@ -95,12 +111,13 @@ def main() -> None:  # pragma: no cover - runs in the child Python
             vm = VariableManager(loader=loader, inventory=inventory)
             groups = {str(g): [str(h) for h in hs] for g, hs in inventory.get_groups_dict().items()}
             hostvars, vault_hosts = {}, []
+            budget = [MAX_VALUES]
             for host in inventory.get_hosts():
                 # What ansible-inventory --list prints for the host: every group's and the host's own.
                 hv = InventoryCLI._remove_internal(vm.get_vars(host=host, include_hostvars=False, stage="all"))
                 vault = [False]
                 hostvars[str(host.name)] = {
-                    str(k): _plain(v, EncryptedString, vault, placeholder)
+                    str(k): _plain(v, EncryptedString, vault, placeholder, budget=budget)
                     for k, v in hv.items()
                     if keys is None or k in keys
                 }

@@ -8,10 +8,15 @@ root); the latest is the greatest timestamp. A directory's kinds are told by the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 from dataclasses import dataclass
+
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import (
+    InputError,
+    load_json_bytes,
+    read_regular_file,
+)
 
 from .common import ROOT, CliError
 
@@ -108,20 +113,18 @@ def show_dir(path: str) -> str:
     return (rel if not rel.startswith("..") else path).rstrip("/") + "/"
 
 
-def load_json(path: str):
+def try_load_json(path: str) -> tuple[object, str | None]:
+    """(data, None), or (None, why it cannot be read): for files a run wrote, where an unreadable one is
+    reported among others rather than stopping the command. Bounded as :func:`load_json` is."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_JSON_BYTES:
-            raise CliError(f"{path}: {size} bytes, expected a report under {MAX_JSON_BYTES} bytes")
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise CliError(f"{path}: JSON nested too deep") from None
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        return load_json_bytes(read_regular_file(path, "a JSON record", MAX_JSON_BYTES), path), None
+    except InputError as exc:
+        return None, str(exc)
+
+
+def load_json(path: str):
+    """A report's JSON: a regular file of at most MAX_JSON_BYTES (bounded.py); CliError(2) naming it otherwise."""
+    try:
+        return load_json_bytes(read_regular_file(path, "a JSON report", MAX_JSON_BYTES), path)
+    except InputError as exc:
+        raise CliError(str(exc)) from None

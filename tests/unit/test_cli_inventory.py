@@ -168,7 +168,10 @@ def test_base_override_and_index_column(capsys, tmp_path):
             ["gpu090,gpu_a100,a04,,,,,,,,"],
             ["4rack.csv:37: group: group 'gpu_a100' is not in the brief: expected one of slurm_controllers, gpu_h100"],
         ),
-        (["gpu090,gpu_h100,a04,,x1,,,,,,"], ["4rack.csv:37: index: expected an integer >= 0, found 'x1'"]),
+        (
+            ["gpu090,gpu_h100,a04,,x1,,,,,,"],
+            ["4rack.csv:37: index: expected an integer >= 0 of at most 9 digits, found 'x1'"],
+        ),
         (["gpu_90,gpu_h100,a04,,,,,,,,"], ["4rack.csv:37: hostname: expected an RFC 1123 label"]),
         (["gpu090,gpu_h100,a04,,,,zz:00,,,,"], ["4rack.csv:37: mgmt_mac: expected a MAC address"]),
         (

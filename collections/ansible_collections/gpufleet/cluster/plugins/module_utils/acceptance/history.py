@@ -208,9 +208,10 @@ def read(path: str, host: str | None = None) -> tuple[list[dict], list[str]]:
             continue
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # also an integer past 4,300 digits, or nesting too deep
             where = "its last line, torn (a run killed while writing it)" if i - 1 >= last else f"line {i}"
-            warnings.append(f"{path}: {where} is not a record ({exc.msg}): skipped")
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            warnings.append(f"{path}: {where} is not a record ({why}): skipped")
             continue
         if not isinstance(rec, dict) or not isinstance(rec.get("host"), str) or not isinstance(rec.get("time"), str):
             warnings.append(f"{path}: line {i} is not a record (expected an object with host and time): skipped")

@@ -62,7 +62,10 @@ Nothing here raises on garbage: parsers return ``(runs, warnings)``.
 from __future__ import annotations
 
 import json
+import math
 import re
+import reprlib
+import sys
 
 # Launcher framing, stripped from each line before anything else reads it.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -164,7 +167,7 @@ def nccl_version_from_code(code: int | str | None) -> str | None:
     """``22705`` -> ``"2.27.5"``; ``2804`` -> ``"2.8.4"`` (NCCL_VERSION_CODE before 2.9)."""
     try:
         value = int(code)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
         return None
     if value <= 0:
         return None
@@ -211,7 +214,7 @@ def failure_hosts(text: str, rank_hosts: list | None = None) -> list[str]:
             return [m.group(1)]
     m = _FAILURE_RANK.search(text)
     if m and rank_hosts:
-        rank = int(m.group(1))
+        rank = _many(m.group(1))
         if rank < len(rank_hosts) and rank_hosts[rank]:
             return [rank_hosts[rank]]
     return []
@@ -245,8 +248,7 @@ def _num(token: str) -> float | None:
 def _wrong(token: str) -> int | None:
     if token.upper() == "N/A":
         return None
-    value = _num(token)
-    return None if value is None else round(value)
+    return _whole(_num(token))
 
 
 def parse_row(line: str) -> dict | None:
@@ -257,7 +259,7 @@ def parse_row(line: str) -> dict | None:
     A run replaying only in-place results leaves the out-of-place block blank.
     """
     tokens = line.split()
-    if len(tokens) < 7 or not tokens[0].isdigit() or not tokens[1].isdigit():
+    if len(tokens) < 7 or _count(tokens[0]) is None or _count(tokens[1]) is None:
         return None
     if _num(tokens[2]) is not None:  # the third column is the data type name
         return None
@@ -483,10 +485,10 @@ def parse_text(text: str, file: str | None = None, keep_empty: bool = False) -> 
             elif kind == "starting":
                 run["collective"] = collective_name(m.group(1)) or m.group(1)
             else:
-                run["max_bytes"] = int(m.group(4))
+                run["max_bytes"] = _many(m.group(4))
                 sm = _STEP.search(body)
                 if sm:
-                    run["step"] = (int(sm.group(1)), sm.group(2))
+                    run["step"] = (_many(sm.group(1)), sm.group(2))
             continue
         if _USING_DEVICES.match(body):
             current(line_no, header=True)
@@ -494,19 +496,21 @@ def parse_text(text: str, file: str | None = None, keep_empty: bool = False) -> 
         m = _RANK.match(body)
         if m:
             run = current(line_no, header=True)
-            run["ranks"][int(m.group(1))] = (m.group(4), m.group(7))
+            rank = _count(m.group(1))
+            if rank is not None and rank < MAX_RANKS:  # a larger one is no rank of a real run
+                run["ranks"][rank] = (m.group(4), m.group(7))
             continue
         if _TABLE_HEAD.match(body):
             current(line_no, header=True)["error_column"] = bool(_ERROR_COLUMN.search(body))
             continue
         m = _REDUCING.match(body)
         if m and state is not None and not state["rows"]:
-            state["reduced_to"] = int(m.group(1))
+            state["reduced_to"] = _many(m.group(1))
             continue
         m = _OOB.match(body)
         if m:
             # A footer with no run before it (an excerpt that starts there) is a run of its own.
-            (state if state is not None else current(line_no))["out_of_bounds"] = int(m.group(1))
+            (state if state is not None else current(line_no))["out_of_bounds"] = _many(m.group(1))
             continue
         m = _AVG.match(body)
         if m and state is None:
@@ -584,9 +588,55 @@ def redact_json_env(doc: dict) -> dict:
     return out
 
 
+# Sizes and counts: ASCII digits only (``str.isdigit`` is true for "²", which int() refuses), and no
+# more of them than any real size has (int() refuses past 4,300 digits).
+_MAX_COUNT_DIGITS = 30
+
+
+def _count(token: str) -> int | None:
+    """A size or count token as an int, or None when it is not a plain decimal of at most 30 digits."""
+    if not token or len(token) > _MAX_COUNT_DIGITS or not (token.isascii() and token.isdigit()):
+        return None
+    return int(token)
+
+
+# Ranks of one run: more than any cluster has GPUs. The per-rank host list is as long as the largest
+# rank, so a rank past this (a garbled line, a hostile file) is not taken for one.
+MAX_RANKS = 1 << 20
+
+
+def _many(token: str) -> int:
+    """A count matched by ``\\d+``: its value, or as many as an int holds when it has more than 30 digits."""
+    value = _count(token)
+    return sys.maxsize if value is None else value
+
+
+def _jcount(value) -> int | None:
+    """A JSON size or count: a non-negative int, or a float with an integral finite value, of at most
+    30 digits; None for anything else (NaN, Infinity, a string, a bool, a 5,000-digit number)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        if not value.is_integer():  # NaN and the infinities are not integers either
+            return None
+        value = int(value)
+    if not isinstance(value, int) or value < 0 or value.bit_length() > 100:
+        return None
+    return value
+
+
+def _jerrors(value) -> list:
+    """nccl-tests' ``errors``: a list of messages; anything else (a string, an object) as one."""
+    if value is None or value == []:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
 def _jnum(value) -> float | None:
     if isinstance(value, bool):
         return None
+    if isinstance(value, int) and value.bit_length() > 1000:
+        return None  # no bandwidth or time; float() would overflow
     if isinstance(value, (int, float)):
         return float(value) if value == value else None  # NaN -> None
     if isinstance(value, str):
@@ -594,9 +644,18 @@ def _jnum(value) -> float | None:
     return None
 
 
+def _whole(number: float | None) -> int | None:
+    """A #wrong figure rounded to an int; None for none or NaN. An infinite count (1e999 reads as one)
+    is as many wrong values as an int holds, never "not checked"."""
+    if number is None or math.isnan(number):
+        return None
+    if math.isinf(number):
+        return sys.maxsize if number > 0 else -sys.maxsize
+    return round(number)
+
+
 def _jwrong(value) -> int | None:
-    number = _jnum(value)
-    return None if number is None else round(number)
+    return _whole(_jnum(value))
 
 
 def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]:
@@ -611,7 +670,8 @@ def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]
     devices = config.get("devices") or doc.get("devices") or []
     ranks: dict[int, tuple[str, str]] = {}
     for dev in devices if isinstance(devices, list) else []:
-        if isinstance(dev, dict) and isinstance(dev.get("rank"), int):
+        rank = dev.get("rank") if isinstance(dev, dict) else None
+        if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_RANKS:
             ranks[dev["rank"]] = (str(dev.get("hostname") or "").strip(), str(dev.get("device_info") or "").strip())
     args = doc.get("args") if isinstance(doc.get("args"), list) else []
     collective = collective_name(str(args[0])) if args else None
@@ -621,11 +681,15 @@ def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]
         if not isinstance(res, dict) or not isinstance(res.get("size"), (int, float)):
             warnings.append(f"{where}: results[{i}] is not a result record; skipped")
             continue
+        size = _jcount(res["size"])
+        if size is None:
+            warnings.append(f"{where}: results[{i}].size: expected a byte count, found {_shown(res['size'])}; skipped")
+            continue
         oop = res.get("out_of_place") if isinstance(res.get("out_of_place"), dict) else {}
         ip = res.get("in_place") if isinstance(res.get("in_place"), dict) else {}
         rows.append(
             {
-                "size": int(res["size"]),
+                "size": size,
                 "type": str(res.get("type") or ""),
                 "oop_busbw": _jnum(oop.get("bus_bw")),
                 "ip_busbw": _jnum(ip.get("bus_bw")),
@@ -641,8 +705,8 @@ def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]
     state.update(collective=collective, ranks=ranks, rows=rows)
     state["nccl_library_code"] = doc.get("nccl_version")
     oob = doc.get("out_of_bounds")
-    if isinstance(oob, dict) and isinstance(oob.get("count"), int):
-        state["out_of_bounds"] = oob["count"]
+    if isinstance(oob, dict) and _jcount(oob.get("count")) is not None:
+        state["out_of_bounds"] = _jcount(oob["count"])
     avg = doc.get("average_bus_bandwidth")
     if isinstance(avg, dict):
         state["avg_busbw"] = _jnum(avg.get("bandwidth"))
@@ -650,13 +714,29 @@ def parse_json_doc(doc, file: str | None = None) -> tuple[list[dict], list[str]]
     state["closed"] = isinstance(avg, dict) or isinstance(oob, dict)
     if isinstance(config.get("max_bytes", config.get("maxBytes")), int):
         state["max_bytes"] = config.get("max_bytes", config.get("maxBytes"))
-    for err in doc.get("errors") or []:
-        warnings.append(f"{where}: nccl-tests reported: {err}")
-        state["failures"].append({"line": 0, "text": str(err)[:300], "hosts": failure_hosts(str(err))})
+    for err in _jerrors(doc.get("errors")):
+        text = err if isinstance(err, str) else _shown(err, 300)
+        warnings.append(f"{where}: nccl-tests reported: {_shown(text, 300)}")
+        state["failures"].append({"line": 0, "text": text[:300], "hosts": failure_hosts(text[:300])})
     if not rows:
         warnings.append(f"{where}: nccl-tests JSON has no result rows")
         return [], warnings
     return [_finish(state)], warnings
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 80, 80
+
+
+def _shown(value, limit: int = 60) -> str:
+    """A JSON value for a warning, cut without printing all of it first."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1000:
+        return "an integer of more than 300 digits"
+    if isinstance(value, str):
+        return value[:limit] + ("..." if len(value) > limit else "")
+    # Numbers as JSON writes them (NaN, Infinity), the rest cut level by level while it is built.
+    text = json.dumps(value) if isinstance(value, int | float) else _REPR.repr(value)
+    return text[:limit] + ("..." if len(text) > limit else "")
 
 
 def looks_like_json(text: str) -> bool:
@@ -671,6 +751,8 @@ def parse(text: str, file: str | None = None, keep_empty: bool = False) -> tuple
     if looks_like_json(text):
         try:
             doc = json.loads(text)
+        except RecursionError:
+            return [], [f"{file or '<input>'}: JSON nested too deep: not an nccl-tests -J file"]
         except ValueError as exc:
             # A -J file cut short by a crash: say so, then try the text parser anyway.
             runs, warnings = parse_text(text, file, keep_empty)

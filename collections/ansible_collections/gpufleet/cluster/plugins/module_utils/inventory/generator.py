@@ -66,7 +66,7 @@ MAX_ROWS = 100_000
 _VAR_ORDER = ("ansible_host", "bmc_ip", "storage_ip", "rack", "leaf_switch", "mgmt_mac", "bmc_mac", "serial")
 _PLAIN_VARS = ("rack", "leaf_switch", "serial")
 _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
-_LAST_NUMBER_RE = re.compile(r"(\d+)(?!.*\d)")
+_LAST_NUMBER_RE = re.compile(r"([0-9]+)(?!.*[0-9])")
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ def _network(name: str, var: str, spec: Any, problems: list[Problem]) -> Network
             g = int(netaddr.IPAddress(gateway))
             if first <= g < first + net.size:
                 reserved.add(g - first)
-        except (netaddr.AddrFormatError, ValueError):
+        except (netaddr.AddrFormatError, ValueError, TypeError, IndexError):
             pass  # preflight reports a bad gateway
     return Network(name, var, str(net.cidr), first, int(net.size), net.version, frozenset(reserved))
 
@@ -246,17 +246,31 @@ def brief_networks(brief: Mapping) -> tuple[dict[str, Network], list[Network], l
 
 
 def natural_key(name: str) -> tuple:
-    """gpu2 before gpu10: digits compared as numbers."""
-    return tuple((0, int(p), p) if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name) if p)
+    """gpu2 before gpu10: runs of ASCII digits compared as numbers (by length without leading zeros,
+    then digit by digit: no int(), whatever their length)."""
+    return tuple(
+        (0, len(p.lstrip("0")), p.lstrip("0"), p) if p.isdigit() else (1, 0, "", p)
+        for p in re.split(r"([0-9]+)", name)
+        if p
+    )
+
+
+# An index (the sheet's column, or a host name's last number) of more digits than this is no slot.
+MAX_INDEX_DIGITS = 9
+
+
+def is_index(text: str) -> bool:
+    """Whether a sheet cell is an index: ASCII digits only (``str.isdigit`` is true for "²"), at most 9."""
+    return bool(text) and len(text) <= MAX_INDEX_DIGITS and text.isascii() and text.isdigit()
 
 
 def host_key(row: Row) -> int | None:
     """The ``index`` column, else the last number in the host name, else None."""
     index = row.get("index")
     if index:
-        return int(index)
+        return int(index) if is_index(index) else None
     m = _LAST_NUMBER_RE.search(row.hostname)
-    return int(m.group(1)) if m else None
+    return int(m.group(1)) if m and is_index(m.group(1)) else None
 
 
 @dataclass
@@ -361,8 +375,10 @@ def parse_bases(items: list[str] | tuple[str, ...]) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in items:
         group, sep, value = item.partition("=")
-        if not sep or not group.strip() or not value.strip().isdigit():
-            raise ValueError(f"expected GROUP=N (N an integer >= 0), found {item!r}")
+        if not sep or not group.strip() or not is_index(value.strip()):
+            raise ValueError(
+                f"expected GROUP=N (N an integer >= 0 of at most {MAX_INDEX_DIGITS} digits), found {item[:60]!r}"
+            )
         out[group.strip()] = int(value)
     return out
 
@@ -398,15 +414,23 @@ def _check_rows(rows: list[Row], group_order: list[str]) -> list[Problem]:
                 )
             )
         index = row.get("index")
-        if index and not index.isdigit():
-            problems.append(Problem(row.line, "index", f"expected an integer >= 0, found {index!r}"))
+        if index and not is_index(index):
+            problems.append(
+                Problem(
+                    row.line,
+                    "index",
+                    f"expected an integer >= 0 of at most {MAX_INDEX_DIGITS} digits, found {index[:40]!r}"
+                    + ("..." if len(index) > 40 else ""),
+                )
+            )
         for col in ("mgmt_mac", "bmc_mac"):
             mac = row.get(col)
             if not mac:
                 continue
+            # netaddr takes "10.20.4.101" for a number and fails to print it (IndexError).
             try:
                 norm = str(netaddr.EUI(mac, dialect=netaddr.mac_unix_expanded))
-            except (netaddr.AddrFormatError, ValueError, TypeError):
+            except (netaddr.AddrFormatError, ValueError, TypeError, IndexError):
                 problems.append(
                     Problem(row.line, col, f"expected a MAC address such as 3c:fd:fe:00:00:01, found {mac!r}")
                 )

@@ -29,12 +29,22 @@ import contextlib
 import gc
 import os
 import re
+import stat
 import string
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import (
+    BoundedConstructorMixin,
+    InputError,
+    check_directory,
+    file_kind,
+    load_yaml_bytes,
+    read_regular_file,
+    short_repr,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import WARNING, violation
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -46,7 +56,9 @@ _VAR_EXTS = ("", ".yml", ".yaml", ".json")
 _RANGE_RE = re.compile(r"(.*?)\[([^\[\]:]*):([^\[\]:]*)(?::([^\[\]:]*))?\](.*)", re.DOTALL)
 # A host key with a colon outside [...]: a port (gpu01:2222) or an IPv6 address (so is "[::1]:22").
 _PORT_RE = re.compile(r":(?![^\[]*\])")
+# Hosts one range pattern may stand for (all its brackets together), and one inventory file in all.
 MAX_RANGE = 1_000_000
+MAX_HOSTS = 1_000_000
 
 
 def vault_skipped(host: str) -> dict:
@@ -60,7 +72,7 @@ def vault_skipped(host: str) -> dict:
     )
 
 
-class InventoryError(Exception):
+class InventoryError(InputError):
     """Input that cannot be read: the message names the file (and line when known)."""
 
 
@@ -68,8 +80,9 @@ class NotReadDirectly(Exception):
     """The file is a valid inventory only Ansible's own parser reads exactly (the message says why)."""
 
 
-class _GpufleetLoader(_Loader):  # type: ignore[misc, valid-type]
-    pass
+class _GpufleetLoader(BoundedConstructorMixin, _Loader):  # type: ignore[misc, valid-type]
+    """PyYAML's safe loader with the bounds of module_utils/common/bounded.py (depth, aliases,
+    duplicate keys, integer length) and Ansible's !vault and !unsafe tags."""
 
 
 def _vault(loader, node):
@@ -89,12 +102,14 @@ _GpufleetLoader.add_constructor("!unsafe", _unsafe)
 
 
 def load_yaml_file(path: str) -> Any:
-    """Parse one YAML file; :class:`InventoryError` names the file and line on any failure."""
+    """Parse one YAML file; :class:`InventoryError` names the file and line on any failure.
+
+    The file must be a regular file of at most MAX_FILE_BYTES (bounded.py), read without blocking.
+    """
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise InventoryError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        data = read_regular_file(path, "a YAML file")
+    except InputError as exc:
+        raise InventoryError(str(exc)) from None
     return load_yaml_text(data, path)
 
 
@@ -119,55 +134,102 @@ def _gc_paused() -> Iterator[None]:
 def load_yaml_text(data: bytes | str, path: str) -> Any:
     try:
         with _gc_paused():
-            return yaml.load(data, Loader=_GpufleetLoader)
+            return load_yaml_bytes(data, path, _GpufleetLoader)
+    except InputError as exc:
+        raise InventoryError(str(exc)) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
         raise InventoryError(f"{where}: YAML syntax error: {exc.problem or exc}") from None
-    except (yaml.YAMLError, RecursionError, UnicodeDecodeError, ValueError) as exc:
+    except (yaml.YAMLError, RecursionError, MemoryError, UnicodeDecodeError, ValueError) as exc:
         raise InventoryError(f"{path}: cannot parse: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def expand_hostname_range(pattern: str) -> list[str]:
+class RangeTooLarge(ValueError):
+    """A host range that stands for more hosts than the reader makes."""
+
+
+def expand_hostname_range(pattern: str, limit: int = MAX_RANGE) -> list[str]:
     """``gpu[01:03]`` → gpu01, gpu02, gpu03: Ansible's numeric and alphabetic ranges, with step.
 
     As Ansible: an empty start is 0, a zero-padded start needs an end of the same width, and a
     letter range runs over a-z then A-Z. Stricter than Ansible: an end before the start is an
-    error here, where Ansible silently adds no host.
+    error here, where Ansible silently adds no host, and a pattern that stands for more than
+    ``limit`` hosts (its brackets multiplied: ``n[0:999]x[0:999]`` is a million) is an error,
+    found before any host is made.
     """
+    total = 1
+    rest = pattern
+    while True:
+        items = _range_items(rest)
+        if items is None:
+            break
+        total *= len(items[1])
+        if total > limit:
+            raise RangeTooLarge(f"range {short_repr(pattern)} stands for more than {limit} hosts")
+        rest = items[2]
+    return _expand(pattern)
+
+
+def _expand(pattern: str) -> list[str]:
+    parts = _range_items(pattern)
+    if parts is None:
+        return [pattern]
+    head, items, tail = parts
+    out: list[str] = []
+    for item in items:
+        out.extend(_expand(f"{head}{item}{tail}"))
+    return out
+
+
+def _range_items(pattern: str) -> tuple[str, list[str] | _Padded, str] | None:
+    """(head, the first bracket's items, tail), or None when the pattern has no range left."""
     m = _RANGE_RE.fullmatch(pattern)
     if not m:
-        return [pattern]
+        return None
     head, beg, end, step, tail = m.groups()
     beg = beg or "0"
-    try:
-        step_n = int(step) if step else 1
-    except ValueError:
-        raise ValueError(f"bad range step in {pattern!r}") from None
-    if step_n < 1:
-        raise ValueError(f"bad range step in {pattern!r}")
+    shown = short_repr(pattern)
+    step_n = _range_number(step) if step else 1
+    if step_n is None or step_n < 1:
+        raise ValueError(f"bad range step in {shown}: expected a positive integer")
     if not end:
-        raise ValueError(f"bad range in {pattern!r}: no end value")
+        raise ValueError(f"bad range in {shown}: no end value")
     width = len(beg) if beg[0] == "0" and len(beg) > 1 else 0
     if width and len(end) != width:
-        raise ValueError(f"bad range in {pattern!r}: zero-padded start and end of different widths")
+        raise ValueError(f"bad range in {shown}: zero-padded start and end of different widths")
     if beg in string.ascii_letters and end in string.ascii_letters:
         lo, hi = string.ascii_letters.index(beg), string.ascii_letters.index(end)
         if hi < lo:
-            raise ValueError(f"bad range in {pattern!r}")
-        items = list(string.ascii_letters[lo : hi + 1 : step_n])
-    else:
-        try:
-            lo, hi = int(beg), int(end)
-        except ValueError:
-            raise ValueError(f"bad range in {pattern!r}") from None
-        if hi < lo or (hi - lo) // step_n > MAX_RANGE:
-            raise ValueError(f"bad range in {pattern!r}")
-        items = [str(n).zfill(width) for n in range(lo, hi + 1, step_n)]
-    out: list[str] = []
-    for item in items:
-        out.extend(expand_hostname_range(f"{head}{item}{tail}"))
-    return out
+            raise ValueError(f"bad range in {shown}: the end comes before the start")
+        return head, list(string.ascii_letters[lo : hi + 1 : step_n]), tail
+    lo, hi = _range_number(beg), _range_number(end)
+    if lo is None or hi is None:
+        raise ValueError(f"bad range in {shown}: expected numbers of at most 18 digits or single letters")
+    if hi < lo:
+        raise ValueError(f"bad range in {shown}: the end comes before the start")
+    return head, _Padded(range(lo, hi + 1, step_n), width), tail
+
+
+def _range_number(text: str) -> int | None:
+    """A range bound or step: ASCII digits (at most 18, never a number Python cannot print), or None."""
+    text = text.strip()
+    if not text or len(text) > 18 or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)
+
+
+class _Padded:
+    """The items of a numeric range as strings zero-padded to ``width``, made as they are read."""
+
+    def __init__(self, numbers: range, width: int):
+        self.numbers, self.width = numbers, width
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(n).zfill(self.width) for n in self.numbers)
 
 
 @dataclass
@@ -196,6 +258,7 @@ class _Builder:
         self.host_order: list[str] = []
         self.host_seen: set[str] = set()
         self.host_vars: dict[str, dict] = {}
+        self.expanded = 0  # hosts made from range patterns so far
 
     def group(self, name: str) -> _Group:
         g = self.groups.get(name)
@@ -205,18 +268,20 @@ class _Builder:
 
     def parse_group(self, name: Any, data: Any, depth: int = 0) -> None:
         if not isinstance(name, str):
-            raise InventoryError(f"{self.source}: group name must be a string, found {name!r:.60}")
+            raise InventoryError(f"{self.source}: group name must be a string, found {short_repr(name)}")
         if depth > 100:
-            raise InventoryError(f"{self.source}: groups nested more than 100 deep at {name!r:.60}")
+            raise InventoryError(f"{self.source}: groups nested more than 100 deep at {short_repr(name)}")
         group = self.group(name)
         if data is None:
             return
         if not isinstance(data, dict):
-            raise InventoryError(f"{self.source}: group {name!r:.60} must be a mapping, found {type(data).__name__}")
+            raise InventoryError(
+                f"{self.source}: group {short_repr(name)} must be a mapping, found {type(data).__name__}"
+            )
         for key in data:
             if key not in ("vars", "children", "hosts"):
                 raise InventoryError(
-                    f"{self.source}: group {name!r:.60}: unexpected key {key!r:.60} "
+                    f"{self.source}: group {short_repr(name)}: unexpected key {short_repr(key)} "
                     "(only vars, children and hosts are valid)"
                 )
         # In the order written, as Ansible does: it decides which inline value of a host listed
@@ -227,7 +292,7 @@ class _Builder:
             if section is None:
                 continue
             if not isinstance(section, dict):
-                raise InventoryError(f"{self.source}: {key} of group {name!r:.60} must be a mapping")
+                raise InventoryError(f"{self.source}: {key} of group {short_repr(name)} must be a mapping")
             if key == "vars":
                 self.set_group_vars(group, section)
             elif key == "hosts":
@@ -237,7 +302,7 @@ class _Builder:
                     self.parse_group(child, cdata, depth + 1)
                     c = self.groups[child]
                     if child == name or self._is_ancestor(child, name):
-                        raise InventoryError(f"{self.source}: group {child!r:.60} cannot be a child of itself")
+                        raise InventoryError(f"{self.source}: group {short_repr(child)} cannot be a child of itself")
                     if child not in group.children:
                         group.children.append(child)
                     if name not in c.parents:
@@ -247,12 +312,15 @@ class _Builder:
         for key, value in gvars.items():
             if key == "ansible_group_priority":
                 # Not a variable: Ansible orders groups of the same depth by it (default 1).
+                # An integer, or what int() reads as one (Ansible's own conversion): a float must be finite.
                 try:
                     group.priority = int(value)
-                except (TypeError, ValueError):
+                    if abs(group.priority) > 2**63:
+                        raise ValueError(value)
+                except (TypeError, ValueError, OverflowError):
                     raise InventoryError(
-                        f"{self.source}: ansible_group_priority of group {group.name!r:.60} must be an integer, "
-                        f"found {value!r:.60}"
+                        f"{self.source}: ansible_group_priority of group {short_repr(group.name)} must be an integer, "
+                        f"found {short_repr(value)}"
                     ) from None
             else:
                 group.vars[key] = value
@@ -260,15 +328,21 @@ class _Builder:
     def parse_hosts(self, group: _Group, hosts: dict) -> None:
         for pattern, hvars in hosts.items():
             if not isinstance(pattern, str | int):
-                raise InventoryError(f"{self.source}: host name in group {group.name!r:.60} must be a string")
+                raise InventoryError(f"{self.source}: host name in group {short_repr(group.name)} must be a string")
             if isinstance(pattern, str) and (pattern.startswith("[") or _PORT_RE.search(pattern)):
-                raise NotReadDirectly(f"host {pattern!r:.60} has a port or an IPv6 address")
+                raise NotReadDirectly(f"host {short_repr(pattern)} has a port or an IPv6 address")
             try:
-                names = expand_hostname_range(str(pattern))
+                names = expand_hostname_range(str(pattern), limit=MAX_HOSTS - self.expanded)
+            except RangeTooLarge as exc:
+                raise InventoryError(
+                    f"{self.source}: group {short_repr(group.name)}: {exc}, expected at most {MAX_HOSTS} hosts "
+                    "from ranges in the whole inventory"
+                ) from None
             except ValueError as exc:
-                raise InventoryError(f"{self.source}: group {group.name!r:.60}: {exc}") from None
+                raise InventoryError(f"{self.source}: group {short_repr(group.name)}: {exc}") from None
+            self.expanded += len(names)
             if hvars is not None and not isinstance(hvars, dict):
-                raise InventoryError(f"{self.source}: vars of host {str(pattern)!r:.60} must be a mapping")
+                raise InventoryError(f"{self.source}: vars of host {short_repr(str(pattern))} must be a mapping")
             for host in names:
                 self.add_host(host, group)
                 if hvars:
@@ -296,63 +370,125 @@ class _Builder:
             group.hosts.append(host)
 
 
-def _depths(groups: dict[str, _Group]) -> dict[str, int]:
-    depth: dict[str, int] = {}
-
-    def walk(name: str, d: int, stack: frozenset) -> None:
-        if depth.get(name, -1) >= d or name in stack:
-            return
-        depth[name] = d
+def _topological(groups: dict[str, _Group]) -> list[str]:
+    """Every group after all its parents (the builder refuses cycles), without recursion: a chain of
+    thousands of groups is as deep as Python's stack is not."""
+    pending = {name: len(g.parents) for name, g in groups.items()}
+    ready = [name for name, n in pending.items() if n == 0]
+    order: list[str] = []
+    while ready:
+        name = ready.pop()
+        order.append(name)
         for c in groups[name].children:
-            walk(c, d + 1, stack | {name})
+            pending[c] -= 1
+            if pending[c] == 0:
+                ready.append(c)
+    # A group left over would be on a cycle; none is, but it is not lost either.
+    order.extend(name for name, n in pending.items() if n > 0)
+    return order
 
+
+def _depths(groups: dict[str, _Group], order: list[str]) -> dict[str, int]:
     # Ansible's depth: the longest path down from all; groups written at the top level are
     # children of all, as are those listed under all's children.
-    for name, g in groups.items():
-        if name != "all" and (not g.parents or "all" in g.parents):
-            walk(name, 1, frozenset({"all"}))
+    depth: dict[str, int] = dict.fromkeys(groups, 1)
     depth["all"] = 0
-    for name in groups:
-        depth.setdefault(name, 1)
+    for name in order:
+        d = depth[name]
+        for c in groups[name].children:
+            if c != "all" and depth[c] < d + 1:
+                depth[c] = d + 1
     return depth
 
 
-def _var_files(base: str, name: str) -> list[str]:
+def _stat(path: str) -> os.stat_result | None:
+    """The entry's stat (links followed), None when it does not exist; InventoryError when it cannot
+    be looked at (a dangling link, a directory above it without search permission)."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise InventoryError(
+                f"{path}: a link to nothing ({os.readlink(path)}), expected a variables file"
+            ) from None
+        return None
+    except OSError as exc:
+        raise InventoryError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _var_files(base: str, name: str, listing: set[str] | None = None) -> list[str]:
     """Files Ansible's host_group_vars plugin reads for ``name`` under ``base``.
 
     The first of ``name``, ``name.yml``, ``name.yaml``, ``name.json`` that exists, and only that
     one: a file, or a directory whose files are read in sorted order, recursing into
-    subdirectories where they sort.
+    subdirectories where they sort. ``listing``: the entries of ``base`` when the caller has them.
+    What cannot be read is an error naming it, never skipped.
     """
     for ext in _VAR_EXTS:
+        if listing is not None and name + ext not in listing:
+            continue
         p = os.path.join(base, name + ext)
-        if os.path.isdir(p):
+        st = _stat(p)
+        if st is None:
+            continue
+        if stat.S_ISDIR(st.st_mode):
             return _dir_var_files(p)
-        if os.path.exists(p):
-            return [p]
+        if not stat.S_ISREG(st.st_mode):
+            raise InventoryError(f"{p}: is {file_kind(st.st_mode)}, expected a variables file (a regular file)")
+        return [p]
     return []
 
 
-def _dir_var_files(path: str) -> list[str]:
+def _dir_var_files(path: str, depth: int = 0) -> list[str]:
+    if depth > 20:
+        raise InventoryError(f"{path}: variables directories nested more than 20 deep (a link to a parent?)")
+    try:
+        entries = check_directory(path, "a variables directory")
+    except InputError as exc:
+        raise InventoryError(str(exc)) from None
     files = []
-    for entry in sorted(os.listdir(path)):
+    for entry in entries:
         if entry.startswith(".") or entry.endswith("~"):
             continue
         ext = os.path.splitext(entry)[1]
         full = os.path.join(path, entry)
-        if os.path.isdir(full) and not ext:
-            files.extend(_dir_var_files(full))
-        elif os.path.isfile(full) and ext in _VAR_EXTS:
+        st = _stat(full)
+        if st is None:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            if not ext:
+                files.extend(_dir_var_files(full, depth + 1))
+        elif ext in _VAR_EXTS:
+            if not stat.S_ISREG(st.st_mode):
+                raise InventoryError(f"{full}: is {file_kind(st.st_mode)}, expected a variables file (a regular file)")
             files.append(full)
     return files
 
 
-def _load_var_files(base: str, name: str, notes: list[dict], host: str | None = None) -> dict:
+def _listing(path: str) -> set[str] | None:
+    """The entries of group_vars/ or host_vars/: None when there is none; InventoryError when it is
+    there but cannot be listed (it is never skipped: its variables would be silently missing)."""
+    st = _stat(path)
+    if st is None:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InventoryError(f"{path}: is {file_kind(st.st_mode)}, expected a directory of variables files")
+    try:
+        return set(check_directory(path, "a directory of variables files"))
+    except InputError as exc:
+        raise InventoryError(str(exc)) from None
+
+
+def _load_var_files(
+    base: str, name: str, notes: list[dict], host: str | None = None, listing: set[str] | None = None
+) -> dict:
     merged: dict = {}
-    for path in _var_files(base, name):
-        with open(path, "rb") as fh:
-            head = fh.read(16)
-        if head.startswith(b"$ANSIBLE_VAULT"):
+    for path in _var_files(base, name, listing):
+        try:
+            data = read_regular_file(path, "a variables file (YAML)")
+        except InputError as exc:
+            raise InventoryError(str(exc)) from None
+        if data.startswith(b"$ANSIBLE_VAULT"):
             notes.append(
                 violation(
                     "INPUT_VAULT_SKIPPED",
@@ -364,7 +500,7 @@ def _load_var_files(base: str, name: str, notes: list[dict], host: str | None = 
                 )
             )
             continue
-        data = load_yaml_file(path)
+        data = load_yaml_text(data, path)
         if data is None:
             continue
         if not isinstance(data, dict):
@@ -396,7 +532,7 @@ def _build_inventory(path: str, data: Any) -> Inventory:
     if not isinstance(data, dict):
         raise InventoryError(f"{path}: expected a YAML inventory (a mapping of groups), found {type(data).__name__}")
     if data.get("plugin"):
-        raise NotReadDirectly(f"a config of the inventory plugin {str(data['plugin'])!r:.80}")
+        raise NotReadDirectly(f"a config of the inventory plugin {short_repr(data['plugin'], 80)}")
     for name, gdata in data.items():
         b.parse_group(name, gdata)
     groups = b.groups
@@ -409,25 +545,21 @@ def _build_inventory(path: str, data: Any) -> Inventory:
             ungrouped.hosts.append(h)
     groups["all"].hosts = list(b.host_order)
 
-    depth = _depths(groups)
+    topo = _topological(groups)
+    depth = _depths(groups, topo)
     order = sorted((g for g in groups if g != "all"), key=lambda g: (depth[g], groups[g].priority, g))
 
-    # Descendant host lists (Ansible's groups[g] includes hosts of child groups).
+    # Descendant host lists (Ansible's groups[g] includes hosts of child groups), children first.
     resolved: dict[str, list[str]] = {}
-
-    def hosts_of(name: str, stack: frozenset = frozenset()) -> list[str]:
-        if name in resolved:
-            return resolved[name]
+    for name in reversed(topo):
         seen = dict.fromkeys(groups[name].hosts)
         for c in groups[name].children:
-            if c not in stack:
-                seen.update(dict.fromkeys(hosts_of(c, stack | {name})))
+            seen.update(dict.fromkeys(resolved.get(c, ())))
         resolved[name] = list(seen)
-        return resolved[name]
 
     out_groups = {"all": list(b.host_order)}
     for g in order:
-        out_groups[g] = hosts_of(g)
+        out_groups[g] = resolved[g]
 
     # Group membership per host, as an ordered list following `order`.
     memberships: dict[str, list[str]] = {h: [] for h in b.host_order}
@@ -438,17 +570,19 @@ def _build_inventory(path: str, data: Any) -> Inventory:
     base = os.path.dirname(os.path.abspath(path))
     notes: list[dict] = []
     gv_dir, hv_dir = os.path.join(base, "group_vars"), os.path.join(base, "host_vars")
-    file_gvars = {g: _load_var_files(gv_dir, g, notes) for g in ["all", *order]} if os.path.isdir(gv_dir) else {}
+    gv_listing = _listing(gv_dir)
+    file_gvars = (
+        {g: _load_var_files(gv_dir, g, notes, listing=gv_listing) for g in ["all", *order]}
+        if gv_listing is not None
+        else {}
+    )
 
     # Hosts sharing the same groups share the merged group layer: compute it once per group set.
     layer_cache: dict[tuple[str, ...], dict] = {}
     hostvars: dict[str, dict] = {}
     # One listing of host_vars/ instead of several stat calls per host.
-    hv_names = (
-        {os.path.splitext(e)[0] if os.path.splitext(e)[1] in _VAR_EXTS else e for e in os.listdir(hv_dir)}
-        if os.path.isdir(hv_dir)
-        else set()
-    )
+    hv_listing = _listing(hv_dir) or set()
+    hv_names = {os.path.splitext(e)[0] if os.path.splitext(e)[1] in _VAR_EXTS else e for e in hv_listing}
     for h in b.host_order:
         key = tuple(memberships[h])
         layer = layer_cache.get(key)
@@ -465,7 +599,7 @@ def _build_inventory(path: str, data: Any) -> Inventory:
         hv = dict(layer)
         hv.update(b.host_vars.get(h, {}))
         if h in hv_names:
-            hv.update(_load_var_files(hv_dir, h, notes, host=h))
+            hv.update(_load_var_files(hv_dir, h, notes, host=h, listing=hv_listing))
         hostvars[h] = hv
     for h, hv in hostvars.items():
         if any(v == VAULT_PLACEHOLDER for v in hv.values()):

@@ -423,7 +423,10 @@ def _pool_name(value: object) -> str:
 
 
 def _natural(name: str) -> tuple:
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name) if p)
+    # Runs of ASCII digits compare as numbers, by length then digits: no int(), however long the run.
+    return tuple(
+        (0, len(p.lstrip("0")), p.lstrip("0")) if p.isdigit() else (1, 0, p) for p in re.split(r"([0-9]+)", name) if p
+    )
 
 
 def _patterns(hold_patterns: object) -> tuple[str, ...]:

@@ -56,7 +56,7 @@ def parse_ip(value: Any) -> tuple[int, int] | None:
         return None
     try:
         return 4, int.from_bytes(socket.inet_pton(socket.AF_INET, value), "big")
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte in the text
         pass
     try:
         return 6, int.from_bytes(socket.inet_pton(socket.AF_INET6, value), "big")

@@ -1049,13 +1049,27 @@ def make(code: str, field: str, host: str | None = None, variant: str | None = N
         template = template[variant]
     elif variant is not None:
         raise KeyError(f"{code} has one wording, not variant {variant!r}")
+    try:
+        message = template.format(**values)
+    except OverflowError:
+        # An integer too large for a float ({floor:g} of a 4,000-digit number): shown as an infinity.
+        message = template.format(**{k: _float_or_inf(v) for k, v in values.items()})
     return {
         "severity": entry.severity,
         "code": code,
         "host": host,
         "field": field,
-        "message": template.format(**values),
+        "message": message,
     }
+
+
+def _float_or_inf(value: object) -> object:
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            return float("inf") if value > 0 else float("-inf")
+    return value
 
 
 def severity(code: str) -> str:
