@@ -333,7 +333,8 @@ def test_a_python_without_netaddr_says_so(tmp_path):
     env = {**os.environ, "GPUFLEET_NO_REEXEC": "1"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.startswith("gpufleet: error: this Python (") and "lacks netaddr" in proc.stderr
+    said = [line for line in proc.stderr.splitlines() if line.startswith("gpufleet: error: this Python (")]
+    assert said and "lacks netaddr" in said[0]
     assert "make venv" in proc.stderr and "Traceback" not in proc.stderr
 
 
