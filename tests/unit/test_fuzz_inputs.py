@@ -3,7 +3,9 @@ and the report readers, fed generated structures, mutated real fixtures and host
 
 For every input: the command finishes within its time budget, exits 0, 1 or 2, prints no traceback, and
 never reaches the CLI's last-resort handler for errors nobody foresaw (that handler is replaced here by one
-that re-raises, so that Hypothesis shows and shrinks the input that got there).
+that re-raises, so that Hypothesis shows and shrinks the input that got there). And a brief string given a
+new meaning where a role writes it (a control character, a line break that starts a new directive) is an
+error naming its field; Jinja in one is at least a warning.
 
 The commands run in this process (``gpufleet_cli.main.main``), so each example costs milliseconds.
 Hypothesis runs derandomized, without an example database: the same examples on every machine.
@@ -24,6 +26,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
+import pytest
 import yaml
 from gpufleet_cli import main as cli_main
 from hypothesis import HealthCheck, given, settings
@@ -246,6 +249,68 @@ def test_preflight_on_mutated_sites(data, site, which):
         d = _copy_site(site, tmp / "site")
         (d / which).write_text(_dump(doc))
         cli("preflight", "-i", str(d))
+
+
+def _field(path) -> str:
+    """A path into the brief as preflight names fields: ``pools[0].name``."""
+    out = ""
+    for key in path:
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+    return out
+
+
+# Text that gives a brief string a new meaning where a role writes it: a line break that starts a
+# new directive (a systemd unit, slurm.conf), a NUL, a terminal escape, Unicode's line separator. Each
+# holds a character no field admits (a carriage return is refused even where newlines are allowed).
+NEW_MEANING = ["\r\n[Unit]\nOnFailure=other.service", "\x00", "\x1b[2J", "\u2028", "\r"]
+# Jinja: never evaluated (the brief is data), but warned about.
+JINJA = ["{{ lookup('pipe', 'id') }}", "{% if true %}x{% endif %}", "{# note #}"]
+
+
+@pytest.mark.parametrize("jinja", [False, True], ids=["control", "jinja"])
+@pytest.mark.parametrize("site", SITES, ids=lambda p: p.name)
+def test_every_brief_string_given_a_new_meaning_is_reported(site, jinja):
+    """Every string of a real brief at once, each given a control character (or Jinja) in its middle:
+    one preflight run must name every one of those fields."""
+    brief = yaml.safe_load((site / "brief.yml").read_text())
+    paths = [p for p in _paths(brief) if p and isinstance(_get(brief, p), str)]
+    snippets = JINJA if jinja else NEW_MEANING
+    for i, path in enumerate(paths):
+        value = _get(brief, path)
+        mid = len(value) // 2
+        _get(brief, path[:-1])[path[-1]] = value[:mid] + snippets[i % len(snippets)] + value[mid:]
+    with scratch() as tmp:
+        d = _copy_site(site, tmp / "site")
+        (d / "brief.yml").write_text(_dump(brief))
+        rc, out, err = cli("preflight", "-i", str(d), "--format", "json")
+    fields = [v["field"] for v in json.loads(out)["violations"]]
+    missed = [_field(p) for p in paths if not any(f == _field(p) or f.startswith(_field(p) + ".") for f in fields)]
+    assert paths and not missed, f"preflight said nothing of {missed} ({err})"
+    if not jinja:
+        assert rc == 1
+
+
+@FUZZ
+@given(data=st.data(), site=st.sampled_from(SITES), jinja=st.booleans())
+def test_a_brief_string_given_a_new_meaning_is_reported(data, site, jinja):
+    """Any string of a real brief, given a control character or Jinja anywhere, is reported by preflight
+    naming that field: an error for the control character, a warning at least for Jinja."""
+    brief = yaml.safe_load((site / "brief.yml").read_text())
+    paths = [p for p in _paths(brief) if p and isinstance(_get(brief, p), str)]
+    path = data.draw(st.sampled_from(paths))
+    value = _get(brief, path)
+    at = data.draw(st.integers(0, len(value)))
+    snippet = data.draw(st.sampled_from(JINJA if jinja else NEW_MEANING))
+    _get(brief, path[:-1])[path[-1]] = value[:at] + snippet + value[at:]
+    with scratch() as tmp:
+        d = _copy_site(site, tmp / "site")
+        (d / "brief.yml").write_text(_dump(brief))
+        rc, out, err = cli("preflight", "-i", str(d), "--format", "json")
+    field = _field(path)
+    found = [v for v in json.loads(out)["violations"] if v["field"] == field or v["field"].startswith(field + ".")]
+    assert found, f"{field} = {value[:at] + snippet + value[at:]!r}: preflight said nothing of it ({err})"
+    if not jinja:
+        assert rc == 1 and any(v["severity"] == "error" for v in found), found
 
 
 @FUZZ
