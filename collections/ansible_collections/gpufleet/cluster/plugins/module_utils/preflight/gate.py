@@ -39,13 +39,13 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.address
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.catalogue import Pool, check_catalogue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.codes import make
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.firmware import check_firmware
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.downloads import (
     READ_VARS as DOWNLOAD_VARS,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.downloads import (
     check_downloads,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.firmware import check_firmware
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.groups import Pools, check_groups
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.hosts import (
     K8S_NODE_CIDR_PREFIX_V4,
