@@ -13,7 +13,7 @@ description:
     C(/sys/class/infiniband) (or C(ibstat) when sysfs has none), CPU / NUMA (C(lscpu)), memory
     (C(/proc/meminfo)), NVMe (C(/sys/class/nvme) or C(lsblk)), the kernel and the installed versions of
     the driver, CUDA, NCCL, rdma-core / DOCA-OFED, the container toolkit and the fabric manager, and the
-    firmware: each GPU's VBIOS (C(nvidia-smi -q)), each NIC's (C(fw_ver)) and the BIOS
+    firmware - each GPU's VBIOS (C(nvidia-smi -q)), each NIC's (C(fw_ver)) and the BIOS
     (C(/sys/class/dmi/id/bios_version), else C(dmidecode -s bios-version)).
   - Returns them as the fact C(gpufleet_hw), which the C(gpufleet.cluster.hardware_gate) filter checks
     against the topology brief.
