@@ -187,7 +187,7 @@ def test_what_cannot_be_compared_with_a_minimum():
     }
     # A BIOS text the gate cannot order against the site's minimum fails: not a pass.
     assert got[("HW_FIRMWARE_OLD", "error", "firmware.bios.version")].startswith(
-        "BIOS of BIOS is 'U54 v2.16 (03/01/2024)', which cannot be compared with the minimum 2.3"
+        "BIOS is 'U54 v2.16 (03/01/2024)', which cannot be compared with the minimum 2.3"
     )
     # NICs of another family than the minimum's are warned about, not judged.
     nic = got[("HW_FIRMWARE_OLD", "warning", "rdma.ports[].fw_ver")]
@@ -234,7 +234,7 @@ def test_pool_names_the_odd_node_its_devices_and_the_majority():
     assert got[0]["message"].startswith(
         "VBIOS of GPU 0-7 is 96.00.74.00.0D here, 3 of 4 nodes in h100-train have 96.00.99.00.01 (the majority)"
     )
-    assert got[1]["message"].startswith("BIOS of BIOS is 2.3.0 here, 3 of 4 nodes in h100-train have 2.4.1")
+    assert got[1]["message"].startswith("BIOS is 2.3.0 here, 3 of 4 nodes in h100-train have 2.4.1")
     # Each node's own gate passes (each is uniform inside); the pool names them.
     assert [hardware_gate(facts[h], brief, pool, h) for h in facts] == [[], [], [], []]
     # homogeneous: false

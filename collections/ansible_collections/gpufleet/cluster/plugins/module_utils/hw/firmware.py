@@ -160,6 +160,11 @@ def _names(devs: list[tuple]) -> str:
     return ", ".join(parts)
 
 
+def _what(kind: str, names: str) -> str:
+    """'VBIOS of GPU 5', 'NIC firmware of mlx5_3', 'BIOS' (one per node)."""
+    return LABELS[kind] if kind == "bios" else f"{LABELS[kind]} of {names}"
+
+
 def _by_version(devs: list[tuple]) -> dict[str, list[tuple]]:
     groups: dict[str, list[tuple]] = {}
     for d in devs:
@@ -215,8 +220,7 @@ def check_node(host: str, facts: dict, brief: dict | None, pool: dict | None) ->
                 violation(
                     "HW_FACTS_MISSING",
                     FIELDS[kind],
-                    f"{LABELS[kind]} of {what} not read ({_source(kind, facts)}): cannot check it against "
-                    f"{field} {minimum}",
+                    f"{_what(kind, what)} not read ({_source(kind, facts)}): cannot check it against {field} {minimum}",
                     host,
                 )
             )
@@ -233,7 +237,7 @@ def check_node(host: str, facts: dict, brief: dict | None, pool: dict | None) ->
                 violation(
                     "HW_FIRMWARE_OLD",
                     FIELDS[kind],
-                    f"{LABELS[kind]} of {_names(ds)} is {version}, older than the minimum {minimum} ({field}): "
+                    f"{_what(kind, _names(ds))} is {version}, older than the minimum {minimum} ({field}): "
                     + _UPGRADE[kind],
                     host,
                 )
@@ -250,7 +254,7 @@ def check_node(host: str, facts: dict, brief: dict | None, pool: dict | None) ->
                 violation(
                     "HW_FIRMWARE_OLD",
                     FIELDS[kind],
-                    f"{LABELS[kind]} of {_names(ds)} is {version!r}, which cannot be compared with the minimum "
+                    f"{_what(kind, _names(ds))} is {version!r}, which cannot be compared with the minimum "
                     f"{minimum} ({field}): {why}",
                     host,
                     # A device of another family is not judged against a minimum made for a different one;
@@ -310,7 +314,7 @@ def check_pool(facts_by_host: dict, brief: dict | None = None, pool: dict | None
                     names = _names(rep[host][1])
                     if strict:
                         message = (
-                            f"{LABELS[kind]} of {names} is {version} here, {n_ref} of {len(rep)} nodes in "
+                            f"{_what(kind, names)} is {version} here, {n_ref} of {len(rep)} nodes in "
                             f"{pool_name} have {ref} (the majority): {_TODO[kind]}"
                         )
                         sev = ERROR
@@ -319,7 +323,7 @@ def check_pool(facts_by_host: dict, brief: dict | None = None, pool: dict | None
                             f"{v} on {', '.join(hs)}" for v, hs in sorted(by_version.items()) if v != version
                         )
                         message = (
-                            f"{LABELS[kind]} of {names} is {version} here but {others} in {pool_name}; no version "
+                            f"{_what(kind, names)} is {version} here but {others} in {pool_name}; no version "
                             "is shared by most nodes, so which one is odd cannot be told"
                         )
                         sev = WARNING
