@@ -155,6 +155,12 @@ def test_a_nic_of_another_family_is_not_mixed_with_the_rails():
     assert "the majority is 28.43.2026 (7 of 8)" in v["message"]
     _fw(facts, "mlx5_3", "22.39.1002")  # a ConnectX-6 Dx among ConnectX-7s: its own family
     assert hwgate.check_node("gpu001", facts, brief, pool) == []
+    # Without a compute fabric in the brief the gate judges no NIC, as its RDMA checks.
+    _fw(facts, "mlx5_3", "28.39.1002")
+    brief["networks"]["fabric"] = {"type": "none"}
+    assert hwgate.check_node("gpu001", facts, brief, dict(pool, rdma_devices=None)) == []
+    brief["acceptance"] = {"firmware": {"min": {"nic": "28.44.1000"}}}
+    assert hwgate.check_node("gpu001", facts, brief, dict(pool, rdma_devices=None)) == []
 
 
 def test_old_firmware_per_device_and_the_field_of_the_minimum():

@@ -127,7 +127,8 @@ def _nic_family(version: str | None) -> str:
 def devices(facts: dict, brief: dict | None = None, pool: dict | None = None) -> dict[str, list[tuple]]:
     """Per kind, ``(device label, sort key, version, group)`` of this node: every GPU, every fabric NIC
     (one per device, the ports of a dual-port card share its firmware; ``pool.rdma_devices`` or the
-    fabric's link layer picks them as the gate's RDMA checks do) and the BIOS. ``group`` is what versions
+    fabric's link layer picks them as the gate's RDMA checks do, none when the brief has no RDMA fabric
+    or the pool no NICs; without a brief, every RDMA device but bonds) and the BIOS. ``group`` is what versions
     are compared within: the NIC family (first field), else the kind."""
     from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.gate import _LAYER_FOR_FABRIC, fabric_ports
 
@@ -139,6 +140,9 @@ def devices(facts: dict, brief: dict | None = None, pool: dict | None = None) ->
         )
     ftype = str((((brief or {}).get("networks") or {}).get("fabric") or {}).get("type") or "none").lower()
     ports = fabric_ports((facts.get("rdma") or {}).get("ports") or [], pool or {}, _LAYER_FOR_FABRIC.get(ftype))
+    if brief is not None and not (pool or {}).get("rdma_devices"):
+        if ftype not in _LAYER_FOR_FABRIC or not (pool or {}).get("nics_per_node"):
+            ports = []  # no compute fabric in the brief: the gate judges no NIC (as its RDMA checks)
     seen = set()
     for p in sorted(ports, key=lambda p: str(p.get("device"))):
         dev = str(p.get("device"))
