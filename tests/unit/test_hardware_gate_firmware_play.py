@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gpufleet_cli.main import main
 from lab_playbook import ROOT, VENV_BIN, ansible_env
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
@@ -104,7 +105,7 @@ def _records(cluster_dir: Path) -> dict:
     return {p.stem: json.loads(p.read_text()) for p in sorted(gate.glob("*.json"))}
 
 
-def test_the_gate_names_the_odd_gpu_and_the_odd_nodes_bios(tmp_path):
+def test_the_gate_names_the_odd_gpu_and_the_odd_nodes_bios(tmp_path, capsys):
     proc, cluster_dir = run(tmp_path)
     # The two odd nodes fail on their own; the healthy ones pass.
     assert proc.returncode == 2, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -139,6 +140,16 @@ def test_the_gate_names_the_odd_gpu_and_the_odd_nodes_bios(tmp_path):
         "gpu03": ("fail", ["HW_FIRMWARE_MIXED"]),
         "gpu04": ("fail", ["HW_FIRMWARE_MIXED"]),
     }
+    # The CLI: the gate's Markdown report has the firmware column, the node's history the code.
+    assert main(["report", "--dir", str(cluster_dir.parent), "--kind", "gate"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("| host |")).split(" | ")
+    row = next(line for line in out.splitlines() if line.startswith("| gpu03 |")).split(" | ")
+    assert row[header.index("firmware")] == "VBIOS 96.00.99.00.01 x7 / 96.00.74.00.0D x1, NIC 28.43.2026, BIOS 2.4.1"
+    assert row[-1] == "HW_FIRMWARE_MIXED |"
+    assert main(["report", "history", "gpu04", "--dir", str(cluster_dir.parent), "--cluster", "fwlab"]) == 0
+    out = capsys.readouterr().out
+    assert "| gate |" in out and "HW_FIRMWARE_MIXED" in out
 
 
 def test_a_minimum_instead_of_homogeneity(tmp_path):
