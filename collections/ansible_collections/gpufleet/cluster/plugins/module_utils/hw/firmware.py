@@ -140,9 +140,9 @@ def devices(facts: dict, brief: dict | None = None, pool: dict | None = None) ->
         )
     ftype = str((((brief or {}).get("networks") or {}).get("fabric") or {}).get("type") or "none").lower()
     ports = fabric_ports((facts.get("rdma") or {}).get("ports") or [], pool or {}, _LAYER_FOR_FABRIC.get(ftype))
-    if brief is not None and not (pool or {}).get("rdma_devices"):
-        if ftype not in _LAYER_FOR_FABRIC or not (pool or {}).get("nics_per_node"):
-            ports = []  # no compute fabric in the brief: the gate judges no NIC (as its RDMA checks)
+    no_fabric = ftype not in _LAYER_FOR_FABRIC or not (pool or {}).get("nics_per_node")
+    if brief is not None and not (pool or {}).get("rdma_devices") and no_fabric:
+        ports = []  # no compute fabric in the brief: the gate judges no NIC (as its RDMA checks)
     seen = set()
     for p in sorted(ports, key=lambda p: str(p.get("device"))):
         dev = str(p.get("device"))
