@@ -352,7 +352,7 @@ def gate_table(gate_dir: str | None) -> str:
     for path in sorted(glob.glob(os.path.join(gate_dir, "*.json"))):
         rec, error = try_load_json(path)
         if error or not isinstance(rec, dict):
-            rows.append((os.path.basename(path), "unreadable", "", "", "", "", error or "not a JSON object"))
+            rows.append((os.path.basename(path), "unreadable", "", "", "", "", "", error or "not a JSON object"))
             continue
         summ = rec.get("summary") or {}
         rows.append(
@@ -363,8 +363,9 @@ def gate_table(gate_dir: str | None) -> str:
                 str(summ.get("driver") or "-"),
                 str(summ.get("nvlink") or "-"),
                 str(summ.get("rdma") or "-"),
+                str(summ.get("firmware") or "-"),
                 " ".join(rec.get("codes") or []),
             )
         )
-    head = ("host", "gate", "gpus", "driver", "nvlink", "rdma", "codes")
+    head = ("host", "gate", "gpus", "driver", "nvlink", "rdma", "firmware", "codes")
     return "\n".join([f"Hardware gate: {gate_dir}", *columns(rows, head, indent="  ")])

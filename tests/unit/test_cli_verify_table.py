@@ -8,10 +8,9 @@ import os
 from gpufleet_cli.cmd_provision import gate_table, latest_gate_dir
 
 
-def _record(path, host, status, codes, gpus="8"):
-    path.write_text(
-        json.dumps({"host": host, "status": status, "codes": codes, "summary": {"gpus": gpus, "driver": "570.133.20"}})
-    )
+def _record(path, host, status, codes, gpus="8", firmware=None):
+    summary = {"gpus": gpus, "driver": "570.133.20", **({"firmware": firmware} if firmware else {})}
+    path.write_text(json.dumps({"host": host, "status": status, "codes": codes, "summary": summary}))
 
 
 def test_table_lists_every_node_with_its_verdict_and_codes(tmp_path):
@@ -19,6 +18,8 @@ def test_table_lists_every_node_with_its_verdict_and_codes(tmp_path):
     gate.mkdir(parents=True)
     _record(gate / "gpu01.json", "gpu01", "pass", [])
     _record(gate / "gpu02.json", "gpu02", "fail", ["HW_GPU_COUNT"], gpus="7")
+    mixed = "VBIOS 96.00.99.00.01 x7 / 96.00.74.00.0D x1, NIC 28.43.2026, BIOS 2.4.1"
+    _record(gate / "gpu03.json", "gpu03", "fail", ["HW_FIRMWARE_MIXED"], firmware=mixed)
     (gate / "broken.json").write_text("{not json")
     text = gate_table(latest_gate_dir(str(tmp_path)))
     lines = text.splitlines()
@@ -30,6 +31,9 @@ def test_table_lists_every_node_with_its_verdict_and_codes(tmp_path):
     assert gpu01.split()[1:3] == ["PASS", "8"]
     assert gpu02.split()[1:3] == ["FAIL", "7"]
     assert gpu02.rstrip().endswith("HW_GPU_COUNT")
+    assert lines[1].split() == ["host", "gate", "gpus", "driver", "nvlink", "rdma", "firmware", "codes"]
+    gpu03 = next(line for line in lines if line.strip().startswith("gpu03"))
+    assert gpu03.rstrip().endswith(f"{mixed}  HW_FIRMWARE_MIXED")
 
 
 def test_only_gate_dirs_written_by_this_run_count(tmp_path):

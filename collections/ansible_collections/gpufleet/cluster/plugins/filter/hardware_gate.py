@@ -13,7 +13,9 @@ description:
     accelerator and topology in the catalogue, and the brief's software pins.
   - GPU count, model and memory; NVLink between every GPU pair and the fabric manager where the topology
     says so; RDMA port count, state, rate and link layer; NIC-to-GPU affinity on rail-optimised pools;
-    CPU, memory, NUMA and NVMe; driver, CUDA, NCCL, container toolkit and OFED / rdma-core versions.
+    CPU, memory, NUMA and NVMe; driver, CUDA, NCCL, container toolkit and OFED / rdma-core versions;
+    the firmware (GPU VBIOS, fabric NIC firmware, BIOS) against C(acceptance.firmware.min) and, when
+    C(acceptance.firmware.homogeneous), the same on every device of a kind inside the node.
   - Returns the list of violations C({severity, code, host, field, message}); empty means the node passes.
     See docs/hardware-gate.md for every code.
 options:

@@ -11,7 +11,7 @@ author: gpufleet developers
 description:
   - Renders the gate's verdict on every node as a JUnit XML document for CI systems (Jenkins, GitLab, GitHub) -
     one test suite per node, one test case per check (GPUs, NVLink, fabric manager, RDMA ports, NIC affinity,
-    CPU / memory / NUMA / NVMe, versions, GPU errors, homogeneity with the pool's peers), a failure per check
+    CPU / memory / NUMA / NVMe, versions, GPU errors, firmware, homogeneity with the pool's peers), a failure per check
     with its error violations' messages, warnings in the case's output.
   - A node of I(unreachable) without violations is one failed case - the gate never judged it.
   - With I(brief) and I(pools), a check the gate does not make for a node's pool (NVLink without an all-NVLink

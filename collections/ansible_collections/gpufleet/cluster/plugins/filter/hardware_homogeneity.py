@@ -15,13 +15,24 @@ description:
 - For each attribute the value most nodes share is the reference; every other node gets an C(HW_HETEROGENEOUS) error
   naming the attribute, its value and the peers'. Without a strict majority (two nodes that differ) each node gets
   a warning instead.
+- The firmware (each GPU's VBIOS, each fabric NIC's firmware per NIC family, the BIOS) is compared the same way,
+  each node standing for its majority version, as C(HW_FIRMWARE_MIXED) naming the node's devices, their version
+  and the pool's majority; not when C(acceptance.firmware.homogeneous) (or the pool's) is false.
 options:
   _input:
     description: Mapping of host name to that host's C(gpufleet_hw) fact.
     type: dict
     required: true
   pool:
-    description: The pool (an entry of C(brief.pools)); only its name is used, in messages.
+    description: >-
+      The pool (an entry of C(brief.pools)): its name (in messages), its C(acceptance.firmware), and its
+      C(rdma_devices) / C(nics_per_node) (which NICs are the fabric's).
+    type: dict
+    required: false
+  brief:
+    description: >-
+      The brief: its C(acceptance.firmware.homogeneous) and C(networks.fabric.type). Without it the firmware is
+      compared (the default) over every RDMA device but bonds.
     type: dict
     required: false
 """
@@ -29,7 +40,7 @@ options:
 EXAMPLES = r"""
 - name: Compare the nodes of the pool with each other
   ansible.builtin.set_fact:
-    _hw_odd: "{{ _facts_by_host | gpufleet.cluster.hardware_homogeneity(gpufleet_pool) }}"
+    _hw_odd: "{{ _facts_by_host | gpufleet.cluster.hardware_homogeneity(gpufleet_pool, brief=gpufleet_brief) }}"
   vars:
     _hosts: "{{ groups[gpufleet_pool.group] | intersect(ansible_play_hosts) }}"
     _facts_by_host: "{{ dict(_hosts | zip(_hosts | map('extract', hostvars, ['ansible_facts', 'gpufleet_hw']))) }}"
@@ -38,8 +49,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(HW_HETEROGENEOUS) violations C({severity, code, host, field, message}); empty when the pool is
-    uniform.
+  description: C(HW_HETEROGENEOUS) and C(HW_FIRMWARE_MIXED) violations C({severity, code, host, field, message});
+    empty when the pool is uniform.
   type: list
   elements: dict
 """
@@ -48,14 +59,16 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.gate import check_pool_homogeneity
 
 
-def hardware_homogeneity(facts_by_host: object, pool: object = None) -> list[dict]:
+def hardware_homogeneity(facts_by_host: object, pool: object = None, brief: object = None) -> list[dict]:
     if not isinstance(facts_by_host, dict):
         raise AnsibleFilterError(
             f"hardware_homogeneity: input must map host -> gpufleet_hw, got {type(facts_by_host).__name__}"
         )
     if pool is not None and not isinstance(pool, dict):
         raise AnsibleFilterError("hardware_homogeneity: pool must be a pool dict")
-    return check_pool_homogeneity(facts_by_host, pool)
+    if brief is not None and not isinstance(brief, dict):
+        raise AnsibleFilterError("hardware_homogeneity: brief must be the brief dict")
+    return check_pool_homogeneity(facts_by_host, pool, brief)
 
 
 class FilterModule:

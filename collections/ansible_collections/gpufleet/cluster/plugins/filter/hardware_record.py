@@ -49,7 +49,8 @@ RETURN = r"""
 _value:
   description: >-
     C({host, pool, status, summary, codes, violations, facts}); C(summary) holds gpus, nvlink, fabric, rdma,
-    rates_gbps, driver, cuda, nccl and kernel as short strings for a table; C(codes) the error codes.
+    rates_gbps, driver, cuda, nccl, kernel and firmware (VBIOS, NIC firmware, BIOS) as short strings for a
+    table; C(codes) the error codes.
   type: dict
 """
 

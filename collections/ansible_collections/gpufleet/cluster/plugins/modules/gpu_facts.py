@@ -12,7 +12,9 @@ description:
   - Runs C(nvidia-smi) (C(--query-gpu), C(topo -m), C(-q)), reads the RDMA ports from
     C(/sys/class/infiniband) (or C(ibstat) when sysfs has none), CPU / NUMA (C(lscpu)), memory
     (C(/proc/meminfo)), NVMe (C(/sys/class/nvme) or C(lsblk)), the kernel and the installed versions of
-    the driver, CUDA, NCCL, rdma-core / DOCA-OFED, the container toolkit and the fabric manager.
+    the driver, CUDA, NCCL, rdma-core / DOCA-OFED, the container toolkit and the fabric manager, and the
+    firmware - each GPU's VBIOS (C(nvidia-smi -q)), each NIC's (C(fw_ver)) and the BIOS
+    (C(/sys/class/dmi/id/bios_version), else C(dmidecode -s bios-version)).
   - Returns them as the fact C(gpufleet_hw), which the C(gpufleet.cluster.hardware_gate) filter checks
     against the topology brief.
   - Read-only. A missing tool is recorded in C(gpufleet_hw.sources) (C(not found)) and the facts it
@@ -29,7 +31,9 @@ options:
     type: str
     default: ibstat
   sysfs_root:
-    description: Root of sysfs; C(class/infiniband), C(class/nvme) and C(devices/system/node) are read below it.
+    description: >-
+      Root of sysfs; C(class/infiniband), C(class/nvme), C(class/dmi/id) and C(devices/system/node) are read
+      below it.
     type: path
     default: /sys
   procfs_root:
@@ -114,12 +118,14 @@ ansible_facts:
           type: int
           sample: 8
         gpus:
-          description: One entry per GPU from C(--query-gpu=index,name,uuid,pci.bus_id,memory.total,driver_version).
+          description: >-
+            One entry per GPU from C(--query-gpu=index,name,uuid,pci.bus_id,memory.total,driver_version), with
+            C(vbios_version) from C(nvidia-smi -q) (null when not printed).
           type: list
           elements: dict
           sample:
             - {index: 0, name: NVIDIA H100 80GB HBM3, uuid: GPU-7d0c5e1a-..., bus_id: "00000000:18:00.0",
-               memory_mib: 81559, driver_version: 570.133.20}
+               memory_mib: 81559, driver_version: 570.133.20, vbios_version: 96.00.99.00.01}
         topology:
           description: >-
             C(nvidia-smi topo -m): C(gpus) (index, label, cpu_affinity, numa_affinity, gpu_numa_id),
@@ -173,6 +179,13 @@ ansible_facts:
             cuda_driver (highest CUDA the driver supports), nccl, rdma_core, ofed (ofed_info -s), doca_ofed,
             container_toolkit, fabric_manager, kernel.
           type: dict
+        firmware:
+          description: >-
+            C(bios) (C(version), C(vendor), C(date) from C(/sys/class/dmi/id), the version from
+            C(dmidecode -s bios-version) where sysfs has none; null when unknown). The GPUs' VBIOS is in
+            C(gpus[].vbios_version), the NICs' firmware in C(rdma.ports[].fw_ver).
+          type: dict
+          sample: {bios: {version: 2.3.5, vendor: Dell Inc., date: 03/18/2024}}
         packages:
           description: Installed versions of the GPU stack's packages (dpkg or rpm), by package name.
           type: dict
@@ -303,6 +316,13 @@ class Gatherer:
         raw["fabricmanager_service"] = self.run(
             "systemctl", "systemctl", ["is-active", p["fabric_manager_unit"]], ok_rcs=(0, 1, 2, 3, 4)
         )
+        # The BIOS from the kernel's DMI export (world-readable); dmidecode (root) only where it has none.
+        dmi = os.path.join(p["sysfs_root"], "class", "dmi", "id")
+        for key in ("version", "vendor", "date"):
+            raw[f"dmi_bios_{key}"] = _read(os.path.join(dmi, f"bios_{key}"))
+        self.sources["dmi"] = "ok" if raw["dmi_bios_version"] is not None else "not found"
+        if raw["dmi_bios_version"] is None:
+            raw["dmidecode_bios_version"] = self.run("dmidecode", "dmidecode", ["-s", "bios-version"])
         if p["kernel_log_command"]:
             tool, *args = p["kernel_log_command"]
             raw["kernel_log"] = self.run("kernel_log", tool, args)

@@ -144,6 +144,9 @@ def facts_from_doubles(profile: str, sysfs_dir: str) -> dict:
     assert not problems
     raw = healthy_raw()
     raw.update(query_gpu=query.stdout, topo=topo.stdout, smi_q=smi_q.stdout, rdma_sysfs=ports, ibstat=None)
+    for key in ("version", "vendor", "date"):  # the BIOS as gpu_facts reads it, from the double's DMI files
+        with open(os.path.join(sysfs_dir, "class", "dmi", "id", f"bios_{key}"), encoding="utf-8") as fh:
+            raw[f"dmi_bios_{key}"] = fh.read()
     raw.pop("driver_proc")  # the doubles play no kernel module
     raw.pop("fabricmanager_version")  # nor nv-fabricmanager
     return build_facts(raw)

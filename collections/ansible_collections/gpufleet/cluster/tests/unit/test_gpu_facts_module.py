@@ -228,3 +228,34 @@ def test_an_unreadable_kernel_log_is_recorded_and_an_empty_command_skips_it(root
     host = FakeHost(answers)
     f = run_module(dict(roots, kernel_log_command=[]), host)["ansible_facts"]["gpufleet_hw"]
     assert "kernel_log" not in f["sources"] and not any("journalctl" in c[0] for c in host.calls)
+
+
+def test_firmware_vbios_per_gpu_and_bios_from_dmi_sysfs(roots):
+    write_tree(
+        roots["sysfs_root"],
+        {
+            "class/dmi/id/bios_version": "2.19.1\n",
+            "class/dmi/id/bios_vendor": "Dell Inc.\n",
+            "class/dmi/id/bios_date": "03/18/2024\n",
+        },
+    )
+    host = FakeHost(healthy_answers())
+    f = run_module(roots, host)["ansible_facts"]["gpufleet_hw"]
+    assert [g["vbios_version"] for g in f["gpus"]] == ["96.00.99.00.01"] * 8  # nvidia-smi -q, by bus id
+    assert f["firmware"]["bios"] == {"version": "2.19.1", "vendor": "Dell Inc.", "date": "03/18/2024"}
+    assert f["sources"]["dmi"] == "ok"
+    assert not any(c[0].endswith("/dmidecode") for c in host.calls)  # sysfs needs no root tool
+
+
+def test_bios_from_dmidecode_where_sysfs_has_no_dmi(roots):
+    answers = healthy_answers()
+    answers[("dmidecode", "-s")] = (0, "2.19.1\n", "")
+    host = FakeHost(answers)
+    f = run_module(roots, host)["ansible_facts"]["gpufleet_hw"]
+    assert f["firmware"]["bios"]["version"] == "2.19.1" and f["sources"]["dmi"] == "not found"
+    assert ["/usr/bin/dmidecode", "-s", "bios-version"] in host.calls
+    # Without root, dmidecode cannot read the table: recorded, and the BIOS is unknown.
+    answers[("dmidecode", "-s")] = (1, "", "/sys/firmware/dmi/tables/smbios_entry_point: Permission denied\n")
+    f = run_module(roots, FakeHost(answers))["ansible_facts"]["gpufleet_hw"]
+    assert f["firmware"]["bios"]["version"] is None
+    assert f["sources"]["dmidecode"].startswith("rc=1: /sys/firmware/dmi/tables/smbios_entry_point")

@@ -424,6 +424,7 @@ PROFILES = [
     "h100-nvlink-missing",
     "h100-nic-wrong-socket",
     "h100-driver-drift",
+    "h100-firmware-odd",
 ]
 
 

@@ -693,6 +693,14 @@ FAILING = [
         None,
         "acceptance.min_bytes",
     ),
+    (
+        "firmware minimum the gate cannot order",
+        "slurm",
+        brief_set(("pools.0.acceptance", {"firmware": {"min": {"vbios": "96.0.99"}}})),
+        "ACCEPT_FIRMWARE_MIN",
+        None,
+        "pools[0].acceptance.firmware.min.vbios",
+    ),
     # the acceptance launcher, as the first controller sees it (inventory or -e)
     (
         "launcher unknown",

@@ -497,10 +497,32 @@ SHARING_CONFIG = Map(
     }
 )
 
+# Firmware judged by the hardware gate (module_utils/hw/firmware.py, docs/hardware-gate.md "Firmware"):
+# the versions each GPU's VBIOS, each fabric NIC and the BIOS must reach. No published figure: none by default.
+# preflight/firmware.py checks each is in its tool's format (a minimum the gate cannot order is an error).
+FIRMWARE_MIN = Map(
+    fields={
+        "vbios": Field(Str(), doc="lowest GPU VBIOS, as nvidia-smi -q prints it ('96.00.99.00.01'; HW_FIRMWARE_OLD)"),
+        "nic": Field(
+            Str(), doc="lowest fabric NIC firmware of its family, as ibstat prints it ('28.39.1002'; HW_FIRMWARE_OLD)"
+        ),
+        "bios": Field(Str(), doc="lowest BIOS, dotted decimals only ('2.19.1'; HW_FIRMWARE_OLD)"),
+    }
+)
+
+# A pool's own firmware rules, each key overriding acceptance.firmware's (no defaults: unset keys inherit).
+POOL_FIRMWARE = Map(
+    fields={
+        "homogeneous": Field(Bool(), doc="overrides acceptance.firmware.homogeneous"),
+        "min": Field(FIRMWARE_MIN, doc="overrides acceptance.firmware.min, key by key"),
+    }
+)
+
 POOL_ACCEPTANCE = Map(
     fields={
         "single_node_busbw_gbps": Field(Num(minimum=0), doc="overrides acceptance.single_node_busbw_gbps"),
         "multi_node_busbw_gbps": Field(Num(minimum=0), doc="overrides acceptance.multi_node_busbw_gbps"),
+        "firmware": Field(POOL_FIRMWARE, doc="overrides acceptance.firmware, key by key"),
     }
 )
 
@@ -819,6 +841,19 @@ HISTORY = Map(
     }
 )
 
+# On by default: a pool whose GPUs or NICs run different firmware is a common cause of links that come up and
+# misbehave, and comparing peers needs no site figure (the gate compares the drivers and kernels the same way).
+FIRMWARE = Map(
+    fields={
+        "homogeneous": Field(
+            Bool(),
+            default=True,
+            doc="every GPU VBIOS / NIC firmware / BIOS of a pool on one version (HW_FIRMWARE_MIXED)",
+        ),
+        "min": Field(FIRMWARE_MIN, doc="the lowest firmware accepted (HW_FIRMWARE_OLD); default none"),
+    }
+)
+
 ACCEPTANCE = Map(
     fields={
         "single_node_busbw_gbps": Field(Num(minimum=0), doc="floor for all_reduce inside one node"),
@@ -838,6 +873,7 @@ ACCEPTANCE = Map(
         "outliers": Field(OUTLIERS, default={}, doc="nodes judged against their pool's median (NCCL_OUTLIER)"),
         "history": Field(HISTORY, default={}, doc="nodes judged against their own first acceptance (NODE_DEGRADED)"),
         "p2p": Field(P2P, default={}, doc="GPU-to-GPU copies of each node, from nvbandwidth (P2P_OUTLIER)"),
+        "firmware": Field(FIRMWARE, default={}, doc="GPU VBIOS, NIC firmware and BIOS in the hardware gate"),
         "valid_days": Field(
             Int(minimum=1, maximum=3650),
             default=90,

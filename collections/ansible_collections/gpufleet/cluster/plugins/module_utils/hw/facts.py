@@ -28,6 +28,10 @@ it uses live in ``hwfacts_nvidia``, ``hwfacts_rdma`` and ``hwfacts_host`` and ar
     fabricmanager_version   nv-fabricmanager --version
     fabricmanager_service   systemctl is-active nvidia-fabricmanager
     kernel_log     the kernel messages of this boot (journalctl -k -b): its Xid lines become ``gpu_errors``
+    dmi_bios_version, dmi_bios_vendor, dmi_bios_date
+                   <sysfs>/class/dmi/id/bios_{version,vendor,date} (world-readable: the kernel's dmi-id.c
+                   prints each SMBIOS string and a newline)
+    dmidecode_bios_version  dmidecode -s bios-version (fallback when sysfs has no dmi/id: needs root)
     sources        {name: 'ok' | 'not found' | 'rc=N: <first line of stderr>'} (copied as is)
     problems       list of strings found while gathering (copied as is)
 """
@@ -62,6 +66,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.nvidia import 
     parse_topo_matrix,
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.parsing import (
+    lines_of,
     parse_cpu_list,
     upstream_version,
     version_matches,
@@ -118,6 +123,26 @@ def _cuda_from_packages(packages: dict[str, str]) -> str | None:
     return package_version(packages, "cuda-toolkit-[0-9]*", "cuda-toolkit")
 
 
+def parse_dmi_string(text: str | None) -> str | None:
+    """One SMBIOS string as ``/sys/class/dmi/id/<field>`` or ``dmidecode -s <keyword>`` prints it: the
+    first line that is not one of dmidecode's ``#`` comments (``# No SMBIOS nor DMI entry point found``);
+    an empty value is None."""
+    for line in lines_of(text):
+        if line.strip() and not line.lstrip().startswith("#"):
+            return line.strip()
+    return None
+
+
+def _with_vbios(gpus: list[dict], smi_q: dict | None) -> list[dict]:
+    """Each GPU's ``vbios_version`` from ``nvidia-smi -q`` (its ``VBIOS Version``), matched by bus id."""
+    by_bus = {str(g.get("bus_id")).lower(): g.get("vbios_version") for g in (smi_q or {}).get("gpus") or []}
+    out = []
+    for g in gpus:
+        vbios = g.get("vbios_version") or by_bus.get(str(g.get("bus_id")).lower())
+        out.append(dict(g, vbios_version=vbios))
+    return out
+
+
 def build_facts(raw: dict) -> dict:
     """The ``gpufleet_hw`` fact from raw outputs (see the module docstring for keys and for the result)."""
     problems: list[str] = list(raw.get("problems") or [])
@@ -143,6 +168,7 @@ def build_facts(raw: dict) -> dict:
             }
             for i, g in enumerate(smi_q["gpus"])
         ]
+    gpus = _with_vbios(gpus, smi_q)
     topology = take(parse_topo_matrix(raw.get("topo"))) if raw.get("topo") is not None else None
     driver_proc = take(parse_driver_proc(raw.get("driver_proc")))
 
@@ -214,6 +240,15 @@ def build_facts(raw: dict) -> dict:
         "xids": xid_catalogue.parse_kernel_log(raw.get("kernel_log")),
         "memory": xid_catalogue.gpu_events((smi_q or {}).get("gpus")),
     }
+    # Firmware beside the GPUs' VBIOS (gpus[].vbios_version) and the NICs' (rdma.ports[].fw_ver).
+    firmware = {
+        "bios": {
+            "version": parse_dmi_string(raw.get("dmi_bios_version"))
+            or parse_dmi_string(raw.get("dmidecode_bios_version")),
+            "vendor": parse_dmi_string(raw.get("dmi_bios_vendor")),
+            "date": parse_dmi_string(raw.get("dmi_bios_date")),
+        }
+    }
     return {
         "schema": SCHEMA_VERSION,
         "gpu_count": len(gpus),
@@ -231,6 +266,7 @@ def build_facts(raw: dict) -> dict:
         "kernel": versions["kernel"],
         "versions": versions,
         "gpu_errors": gpu_errors,
+        "firmware": firmware,
         "packages": packages,
         "sources": sources,
         "problems": problems,
@@ -249,6 +285,7 @@ __all__ = [
     "parse_cpu_list",
     "parse_cpuinfo",
     "parse_cuda_version_json",
+    "parse_dmi_string",
     "parse_dpkg_query",
     "parse_driver_proc",
     "parse_fabricmanager_version",

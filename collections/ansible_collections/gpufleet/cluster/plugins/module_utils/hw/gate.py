@@ -15,7 +15,8 @@ Brief fields read (pool = the node's entry of ``pools``):
 names / globs that carry the compute fabric), ``pool.memory_gib``, ``pool.numa_nodes``,
 ``pool.nvme.{count,min_size_gb}``, ``pool.cpus`` / ``sockets`` / ``cores_per_socket`` /
 ``threads_per_core`` (optional), ``networks.fabric.type``, ``software.{driver, driver_flavor, cuda, nccl,
-container_toolkit, rdma_stack, doca_ofed, rdma_core, kernel}``.
+container_toolkit, rdma_stack, doca_ofed, rdma_core, kernel}``, ``acceptance.firmware`` and
+``pool.acceptance.firmware`` (``firmware.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections import Counter
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.junit import case, junit_xml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import ERROR, WARNING, violation
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw import firmware
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.nvidia import link_kind, nvlink_count
 from ansible_collections.gpufleet.cluster.plugins.module_utils.hw.parsing import version_matches
 from ansible_collections.gpufleet.cluster.plugins.module_utils.ops import xid_catalogue
@@ -64,6 +66,8 @@ CODES = {
     "HW_HETEROGENEOUS": "a node whose hardware or versions differ from its pool peers",
     "HW_GPU_XID": "an XID in this boot's kernel log whose action in NVIDIA's catalogue is not none",
     "HW_GPU_MEMORY_ERROR": "a GPU with row remapping pending or failed, or uncorrectable ECC errors since reset",
+    "HW_FIRMWARE_MIXED": "GPU VBIOS, fabric NIC firmware or BIOS differing inside a node or from the pool's majority",
+    "HW_FIRMWARE_OLD": "a GPU VBIOS, fabric NIC firmware or BIOS older than acceptance.firmware.min",
 }
 
 
@@ -760,6 +764,7 @@ def check_node(
     out += check_host(host, facts, pool)
     out += check_versions(host, facts, brief, accelerator)
     out += check_gpu_errors(host, facts)
+    out += firmware.check_node(host, facts, brief, pool)
     return out
 
 
@@ -827,18 +832,20 @@ def node_signature(facts: dict) -> dict:
     }
 
 
-def check_pool_homogeneity(facts_by_host: dict, pool: dict | None = None) -> list[dict]:
+def check_pool_homogeneity(facts_by_host: dict, pool: dict | None = None, brief: dict | None = None) -> list[dict]:
     """Name the nodes of a pool that differ from their peers.
 
     For each attribute of ``node_signature``, the value most nodes share is the reference and every node
     with another value is an error. When no value has a strict majority (two nodes that differ, a 2-2
-    split) every node is reported as a warning: which one is odd cannot be told.
+    split) every node is reported as a warning: which one is odd cannot be told. The firmware (VBIOS, NIC,
+    BIOS) is compared the same way per device kind, unless the brief's ``acceptance.firmware.homogeneous``
+    (or the pool's) is false (``firmware.check_pool``).
     """
+    out = firmware.check_pool(facts_by_host, brief, pool)
     pool_name = (pool or {}).get("name") or "the pool"
     sigs = {h: node_signature(f) for h, f in sorted((facts_by_host or {}).items()) if isinstance(f, dict) and f}
     if len(sigs) < 2:
-        return []
-    out: list[dict] = []
+        return out
     keys = next(iter(sigs.values())).keys()
     for key in keys:
         values = {h: s[key] for h, s in sigs.items()}
@@ -906,6 +913,7 @@ def node_record(host: str, facts: dict | None, violations: list[dict], pool: dic
             "cuda": v.get("cuda"),
             "nccl": v.get("nccl"),
             "kernel": v.get("kernel"),
+            "firmware": firmware.summary(facts),
         },
         "codes": sorted({x.get("code") for x in mine if x.get("severity") == ERROR}),
         "violations": mine,
@@ -936,6 +944,7 @@ CHECKS = {
         "HW_VERSION_KERNEL",
     ),
     "GPU errors (XID, ECC, row remapping)": ("HW_GPU_XID", "HW_GPU_MEMORY_ERROR"),
+    "firmware (VBIOS, NIC, BIOS)": ("HW_FIRMWARE_MIXED", "HW_FIRMWARE_OLD"),
     "same as the pool's peers": ("HW_HETEROGENEOUS",),
 }
 

@@ -261,7 +261,7 @@ def parse_smi_q(text: str | None) -> tuple[dict, list[str]]:
     """``nvidia-smi -q``: header versions and, per GPU, identity, memory, MIG mode and Fabric state.
 
     Returns ``{driver_version, cuda_version, attached_gpus, gpus: [{bus_id, name, uuid, serial,
-    architecture, memory_mib, mig_mode, fabric: {state, status, clique_id, cluster_uuid, bandwidth},
+    architecture, vbios_version, memory_mib, mig_mode, fabric: {state, status, clique_id, cluster_uuid, bandwidth},
     row_remap: {correctable, uncorrectable, pending, failure}, ecc: {volatile_uncorrectable}}]}``.
     ``fabric`` is None when the driver prints no Fabric section (pre-535 drivers, or ``-q -d`` filters).
     """
@@ -304,6 +304,7 @@ def parse_smi_q(text: str | None) -> tuple[dict, list[str]]:
                 "uuid": _get(tree, "GPU UUID"),
                 "serial": _get(tree, "Serial Number"),
                 "architecture": _get(tree, "Product Architecture"),
+                "vbios_version": _get(tree, "VBIOS Version"),
                 "memory_mib": to_int(_get(tree, "FB Memory Usage", "Total")),
                 "mig_mode": _get(tree, "MIG Mode", "Current"),
                 "fabric": fabric,

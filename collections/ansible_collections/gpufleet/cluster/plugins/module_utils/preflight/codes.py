@@ -632,6 +632,14 @@ _ROWS: tuple[tuple, ...] = (
         "expected min_bytes <= max_bytes ({max_bytes}), found {min_bytes}",
     ),
     (
+        "ACCEPT_FIRMWARE_MIN",
+        ERROR,
+        "acceptance",
+        "an `acceptance.firmware.min` (or a pool's) the hardware gate cannot order: VBIOS five two-digit hex "
+        "fields, NIC and BIOS dotted decimals",
+        "expected {expected}, found {found!r}",
+    ),
+    (
         "ACCEPT_LAUNCHER_INVALID",
         ERROR,
         "acceptance",

@@ -45,6 +45,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.downloa
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.downloads import (
     check_downloads,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.firmware import check_firmware
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.groups import Pools, check_groups
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.hosts import (
     K8S_NODE_CIDR_PREFIX_V4,
@@ -132,6 +133,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     out.extend(check_fabric(clean, catalogue))
     out.extend(check_hosts(clean, groups, hostvars, pools, networks))
     out.extend(check_acceptance(clean, catalogue))
+    out.extend(check_firmware(clean))
     out.extend(check_launcher(clean, hostvars, pools.controllers))
     out.extend(check_tenants(clean, pools))
     out.extend(check_kubernetes(clean, hostvars, pools, networks))
