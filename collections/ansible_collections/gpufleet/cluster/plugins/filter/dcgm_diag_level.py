@@ -34,7 +34,11 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.dcgm_diag import DcgmDiagError, level_for
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.dcgm_diag import (
+    DcgmDiagError,
+    level_for,
+    summary,
+)
 
 
 def dcgm_diag_level(brief, pool=None):
@@ -46,6 +50,11 @@ def dcgm_diag_level(brief, pool=None):
         raise AnsibleFilterError(f"dcgm_diag_level: {exc}") from exc
 
 
+def dcgm_diag_summary(record):
+    """A node's dcgm_diag record in a few words (``-r 2 failed: GPU 3 memory``), none without one."""
+    return summary(record)
+
+
 class FilterModule:
     def filters(self):
-        return {"dcgm_diag_level": dcgm_diag_level}
+        return {"dcgm_diag_level": dcgm_diag_level, "dcgm_diag_summary": dcgm_diag_summary}

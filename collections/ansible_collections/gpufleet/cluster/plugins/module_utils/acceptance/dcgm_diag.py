@@ -447,3 +447,13 @@ def drain_reason(record: Mapping | None) -> str | None:
     if record.get("status") == "error":
         return f"dcgmi diag -r {level} gave no result: {str(record.get('reason') or '')[:80]}"
     return None
+
+
+def summary(record: Mapping | None) -> str | None:
+    """The record in a few words: ``-r 2 passed``, ``-r 2 failed: GPU 3 memory``, ``-r 2 gave no result: ...``."""
+    if not isinstance(record, Mapping):
+        return None
+    if record.get("status") == "passed":
+        return f"-r {record.get('level')} passed"
+    reason = drain_reason(record) or ""
+    return reason.replace("dcgmi diag ", "", 1) or f"-r {record.get('level')} {record.get('status')}"
