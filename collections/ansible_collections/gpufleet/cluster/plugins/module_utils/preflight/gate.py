@@ -67,6 +67,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.network
     check_fabric,
     check_networks,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.dcgm_diag import check_dcgm_diag
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.tenants import check_tenants
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.versions import (
     check_cuda_package,
@@ -86,6 +87,8 @@ READ_HOST_VARS = (
     "storage_scratch_wipe",
     "acceptance_launcher",
     "acceptance_container_image",
+    # The dcgm role's packages: empty, no dcgmi for the GPU diagnostics (dcgm_diag.check_dcgm_diag).
+    "dcgm_packages",
     # Where a node stands (Slurm's topology.conf, Kubernetes' gpufleet.io/rack and gpufleet.io/leaf labels).
     "rack",
     "leaf_switch",
@@ -133,6 +136,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     out.extend(check_hosts(clean, groups, hostvars, pools, networks))
     out.extend(check_acceptance(clean, catalogue))
     out.extend(check_launcher(clean, hostvars, pools.controllers))
+    out.extend(check_dcgm_diag(clean, hostvars, pools))
     out.extend(check_tenants(clean, pools))
     out.extend(check_kubernetes(clean, hostvars, pools, networks))
     out.extend(storage_checks.check(clean, groups, hostvars))  # storage, acceptance.storage/workload, cost
