@@ -130,10 +130,7 @@ def _warnings(entries, where: str) -> list[str]:
         if entry is None:
             # DCGM 3 fills its warnings array by error slot: an empty slot stays null.
             continue
-        if isinstance(entry, Mapping):
-            text = entry.get("warning", entry.get("warnings"))
-        else:
-            text = entry
+        text = entry.get("warning", entry.get("warnings")) if isinstance(entry, Mapping) else entry
         if text is not None and str(text).strip():
             out.append(str(text).strip())
     return out
@@ -382,9 +379,7 @@ def judge(
                 "category": t["category"],
                 "name": t["name"],
                 "status": t["status"],
-                "results": {
-                    ("node" if r["gpu"] is None else str(r["gpu"])): r["status"] for r in t["results"]
-                },
+                "results": {("node" if r["gpu"] is None else str(r["gpu"])): r["status"] for r in t["results"]},
             }
             for t in tests
         ],
@@ -399,8 +394,7 @@ def judge(
             violation(
                 "DCGM_DIAG_FAILED",
                 field,
-                f"expected every test of {command} to pass; {where} failed test {f['test']} ({f['category']}): "
-                f"{text}",
+                f"expected every test of {command} to pass; {where} failed test {f['test']} ({f['category']}): {text}",
                 host=host,
             )
         )

@@ -114,7 +114,8 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
     for node in report.get("nodes") or []:
         host = node.get("host")
         mine = {m: round(v[host], 3) for m, v in figures.items() if host in v}
-        if not host or (not mine and host not in accepted):
+        diag = diag_summary(report, host) if host else None
+        if not host or (not mine and host not in accepted and not diag):
             continue  # not measured in this run (not accepted, left out): nothing to keep
         record = {
             "time": time,
@@ -126,7 +127,6 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
             "verdict": "pass" if host in accepted else _not_accepted(node.get("status")),
             "figures": mine,
         }
-        diag = diag_summary(report, host)
         if diag:
             record["dcgm_diag"] = diag
         if host in accepted:
@@ -365,8 +365,16 @@ def node_table(records: Sequence[Mapping]) -> tuple[list[str], list[list]]:
     """(headers, rows) of one node's history: one row per record, the figures any record has as columns."""
     figures = [f for f in FIGURES if any(f in (r.get("figures") or {}) for r in records)]
     diag = any(r.get("dcgm_diag") for r in records)
-    headers = ["time", "kind", "run", "pool", "verdict", *figures, *(["GPU diagnostics"] if diag else []),
-               "valid until / named"]
+    headers = [
+        "time",
+        "kind",
+        "run",
+        "pool",
+        "verdict",
+        *figures,
+        *(["GPU diagnostics"] if diag else []),
+        "valid until / named",
+    ]
     rows = []
     for r in records:
         f = r.get("figures") or {}

@@ -39,6 +39,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.address
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.catalogue import Pool, check_catalogue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.codes import make
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.dcgm_diag import check_dcgm_diag
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.downloads import (
     READ_VARS as DOWNLOAD_VARS,
 )
@@ -67,7 +68,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.network
     check_fabric,
     check_networks,
 )
-from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.dcgm_diag import check_dcgm_diag
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.tenants import check_tenants
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.versions import (
     check_cuda_package,
