@@ -286,8 +286,10 @@ def test_the_node_is_drained_with_the_gpu_and_the_test_as_the_reason():
 
 def test_the_report_shows_each_nodes_diagnostics_and_fails_the_verdict():
     runs = [single("gpu01", "dcgm4_level2_pass.json"), single("gpu02", "dcgm4_level3_two_gpus_fail.json", 226, 3)]
-    report = build_report("lab", runs=runs, timestamp="20260101T000000Z")
-    assert report["verdict"] == "fail"
+    # As tasks/report.yml hands them over: the single-node runs' violations counted in the verdict.
+    violations = [v for r in runs for v in r["violations"]]
+    report = build_report("lab", runs=runs, violations=violations, timestamp="20260101T000000Z")
+    assert report["verdict"] == "fail" and report["counts"]["errors"] == 2
     assert report["runs"][1]["dcgm_diag"]["failures"][0]["gpu"] == 2
     md = render_markdown(report)
     section = md.split("## GPU diagnostics (dcgmi diag)")[1].split("\n## ")[0]
