@@ -437,3 +437,30 @@ def test_the_double_without_a_host_engine_prints_no_json(tmp_path):
 def test_the_double_refuses_what_dcgmi_refuses():
     assert double("h100-hgx-healthy", "diag", "-r", "7", "-j").returncode == 255
     assert double("h100-hgx-healthy", "diag", "--bogus").returncode == 255
+
+
+def test_the_remediation_report_shows_the_diagnostics_beside_the_acceptance():
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.ops.drift import remediation_markdown
+
+    failed = single("gpu02", "dcgm4_level3_two_gpus_fail.json", 226, 3)["dcgm_diag"]
+    report = {
+        "kind": "remediation",
+        "schema": 1,
+        "cluster": "lab",
+        "nodes": {
+            "gpu01": {"outcome": "resumed", "gate": "pass", "acceptance": "pass", "dcgm_diag": "-r 3 passed"},
+            "gpu02": {
+                "outcome": "drained",
+                "gate": "pass",
+                "acceptance": "fail",
+                "dcgm_diag": dcgm_diag_summary(failed),
+                "reason": "single-node NCCL acceptance failed",
+            },
+            "gpu03": {"outcome": "resumed", "gate": "pass", "acceptance": "pass"},
+        },
+    }
+    md = remediation_markdown(report)
+    assert "| pass (GPU diagnostics -r 3 passed) |" in md.split("| gpu01 |")[1].splitlines()[0]
+    gpu02 = md.split("| gpu02 |")[1].splitlines()[0]
+    assert "| fail (GPU diagnostics -r 3 failed: GPU 2 memory, GPU 5 targeted_power) |" in gpu02
+    assert "GPU diagnostics" not in md.split("| gpu03 |")[1].splitlines()[0]
