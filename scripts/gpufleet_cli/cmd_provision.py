@@ -270,7 +270,7 @@ def acceptance_line(reports: str, since: float = 0.0, cluster: str | None = None
         return None
     data, error = try_load_json(path)
     verdict = str(data.get("verdict", "?")).upper() if not error and isinstance(data, dict) else "UNREADABLE"
-    extra = storage_workload_summary(data) if isinstance(data, dict) else ""
+    extra = (storage_workload_summary(data) + dcgm_diag_summary(data)) if isinstance(data, dict) else ""
     left_out = not_accepted_text(data) if isinstance(data, dict) else ""
     warned = warnings_text(data) if isinstance(data, dict) else ""
     return (
@@ -342,6 +342,36 @@ def storage_workload_summary(report: dict) -> str:
 
 
 # --- end storage and workload acceptance ---
+
+
+# --- GPU diagnostics in the summary (docs/dcgm-diagnostics.md) ---
+def dcgm_diag_summary(report: dict, shown: int = 4) -> str:
+    """``; GPU diagnostics (dcgmi diag -r 2): FAIL on gpu03 (GPU 3 memory) of 4 node(s)`` for a report whose
+    single-node runs carry a dcgmi diag record, else ``""``."""
+    records = [
+        (r.get("host"), r["dcgm_diag"])
+        for r in report.get("runs") or []
+        if isinstance(r, dict) and r.get("scope") == "single-node" and isinstance(r.get("dcgm_diag"), dict)
+    ]
+    if not records:
+        return ""
+    levels = sorted({str(d.get("level")) for _, d in records})
+    bad = []
+    for host, d in records:
+        if d.get("status") == "failed":
+            named = ", ".join(
+                f"{'node' if f.get('gpu') is None else 'GPU ' + str(f['gpu'])} {f.get('test')}"
+                for f in d.get("failures") or []
+            )
+            bad.append(f"{host} ({named})")
+        elif d.get("status") != "passed":
+            bad.append(f"{host} (no result)")
+    more = f" and {len(bad) - shown} more" if len(bad) > shown else ""
+    verdict = f"FAIL on {'; '.join(bad[:shown])}{more} of" if bad else "PASS on"
+    return f"; GPU diagnostics (dcgmi diag -r {'/'.join(levels)}): {verdict} {len(records)} node(s)"
+
+
+# --- end GPU diagnostics ---
 
 
 def gate_table(gate_dir: str | None) -> str:

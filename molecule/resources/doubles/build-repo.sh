@@ -184,6 +184,7 @@ done
 for v in "${dcgm_versions[@]}"; do
   dv=${dcgm_version[$v]} r=$dcgm_core-${dcgm_version[$v]}
   put "$r" "$stack/bin/nv-hostengine" /usr/bin/nv-hostengine 0755 "VERSION=$v" "PKG=$dcgm_core"
+  put "$r" "$here/bin/dcgmi" /usr/bin/dcgmi 0755 "VERSION=$v"
   helper "$r" "$dcgm_core"
   put "$r" "$stack/units/nvidia-dcgm.service" /lib/systemd/system/nvidia-dcgm.service 0644
   pkg cuda "$dcgm_core" "$dv" ""

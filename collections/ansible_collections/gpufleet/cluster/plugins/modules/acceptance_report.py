@@ -312,6 +312,7 @@ _RUN_KEYS = (
     "violations",
     "log",
     "p2p",
+    "dcgm_diag",
 )
 
 

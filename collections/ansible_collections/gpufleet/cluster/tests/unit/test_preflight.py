@@ -701,6 +701,15 @@ FAILING = [
         None,
         "pools[0].acceptance.firmware.min.vbios",
     ),
+    # the GPU diagnostics on a node the dcgm role installs nothing on
+    (
+        "dcgm diag without dcgm packages",
+        "slurm",
+        both(brief_set(("acceptance.dcgm_diag.level", 2)), host_set("gpu002", "dcgm_packages", [])),
+        "ACCEPT_DCGM_DIAG_NO_DCGM",
+        "gpu002",
+        "dcgm_packages",
+    ),
     # the acceptance launcher, as the first controller sees it (inventory or -e)
     (
         "launcher unknown",

@@ -10,7 +10,8 @@ mid-write leaves at most a torn last line, which :func:`read` skips with a warni
     {"time": "2026-11-29T10:00:00Z", "run": "20261129T100000Z", "kind": "acceptance" | "gate" | "drift",
      "cluster": "lab", "host": "gpu01", "pool": "h100", "verdict": "pass",
      "figures": {"single_node_busbw": 445.1, "latency_us": 30.2, "scratch_write": 5.1, ...},
-     "valid_until": "2027-02-27"}          # acceptance records of an accepted node only
+     "valid_until": "2027-02-27",          # acceptance records of an accepted node only
+     "dcgm_diag": {"level": 2, "status": "failed", "failed": ["GPU 3 memory"]}}   # where diagnostics ran
 
 Figures (the same names as the outlier rule's, acceptance_outliers.py, ``latency_us`` being the
 single-node run's time at the smallest size): higher is better, except ``latency_us`` and
@@ -113,7 +114,8 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
     for node in report.get("nodes") or []:
         host = node.get("host")
         mine = {m: round(v[host], 3) for m, v in figures.items() if host in v}
-        if not host or (not mine and host not in accepted):
+        diag = diag_summary(report, host) if host else None
+        if not host or (not mine and host not in accepted and not diag):
             continue  # not measured in this run (not accepted, left out): nothing to keep
         record = {
             "time": time,
@@ -125,10 +127,34 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
             "verdict": "pass" if host in accepted else _not_accepted(node.get("status")),
             "figures": mine,
         }
+        if diag:
+            record["dcgm_diag"] = diag
         if host in accepted:
             record["valid_until"] = valid_until(time, valid_days)
         out.append(record)
     return out
+
+
+def diag_summary(report: Mapping, host: str) -> dict | None:
+    """The node's GPU diagnostics in this report (acceptance/dcgm_diag.py), for its history:
+    ``{level, status, failed: ["GPU 3 memory", ...]}``; None when the run had none."""
+    for run in report.get("runs") or []:
+        d = run.get("dcgm_diag") if run.get("scope") == "single-node" and run.get("host") == host else None
+        if isinstance(d, Mapping):
+            failed = [
+                f"{'node' if f.get('gpu') is None else 'GPU ' + str(f['gpu'])} {f.get('test')}"
+                for f in d.get("failures") or []
+            ]
+            return {"level": d.get("level"), "status": d.get("status"), "failed": failed}
+    return None
+
+
+def diag_cell(value) -> str | None:
+    """One history record's GPU diagnostics as a table cell: ``-r 2 passed``, ``-r 2 failed: GPU 3 memory``."""
+    if not isinstance(value, Mapping):
+        return None
+    text = f"-r {value.get('level')} {value.get('status')}"
+    return text + (f": {', '.join(value['failed'])}" if value.get("failed") else "")
 
 
 def _not_accepted(status) -> str:
@@ -338,7 +364,17 @@ def plot_pool(pool: str, series: Mapping[str, Sequence[tuple[str, float]]], path
 def node_table(records: Sequence[Mapping]) -> tuple[list[str], list[list]]:
     """(headers, rows) of one node's history: one row per record, the figures any record has as columns."""
     figures = [f for f in FIGURES if any(f in (r.get("figures") or {}) for r in records)]
-    headers = ["time", "kind", "run", "pool", "verdict", *figures, "valid until / named"]
+    diag = any(r.get("dcgm_diag") for r in records)
+    headers = [
+        "time",
+        "kind",
+        "run",
+        "pool",
+        "verdict",
+        *figures,
+        *(["GPU diagnostics"] if diag else []),
+        "valid until / named",
+    ]
     rows = []
     for r in records:
         f = r.get("figures") or {}
@@ -350,6 +386,7 @@ def node_table(records: Sequence[Mapping]) -> tuple[list[str], list[list]]:
                 r.get("pool"),
                 r.get("verdict"),
                 *[f.get(k) for k in figures],
+                *([diag_cell(r.get("dcgm_diag"))] if diag else []),
                 r.get("valid_until") or (", ".join(r.get("codes") or []) if r.get("codes") else None),
             ]
         )

@@ -104,6 +104,7 @@ def _run_entry(record: dict) -> dict:
         "violations": list(record.get("violations") or []),
         "log": record.get("log"),
         "p2p": record.get("p2p") or None,
+        "dcgm_diag": record.get("dcgm_diag") or None,
         **summary,
         "run": run,
     }
@@ -342,6 +343,7 @@ def render_markdown(report: dict) -> str:
             out.append(f"- {e['label']}: `{_cell(e['ended']['failure']).replace('`', chr(39))}`")
         out.append("")
     out += render_p2p(report)
+    out += render_dcgm_diag(report)
 
     nodes = report.get("nodes") or []
     if nodes:
@@ -474,6 +476,37 @@ def render_p2p(report: dict) -> list[str]:
     out += _table(
         ["host", "busbw (GB/s)", "testcase", "status", "weakest pair (GB/s)", "sum (GB/s)", "pairs N/A"], rows
     )
+    out.append("")
+    return out
+
+
+def render_dcgm_diag(report: dict) -> list[str]:
+    """Each node's GPU diagnostics (dcgmi diag, acceptance/dcgm_diag.py): its level, verdict, the tests
+    run and each failed or warning test with its GPU; nothing when no single-node run carries one."""
+    singles = [e for e in report.get("runs", []) if e.get("scope") == "single-node" and e.get("dcgm_diag")]
+    if not singles:
+        return []
+    out = ["## GPU diagnostics (dcgmi diag)", ""]
+    rows = []
+    for e in singles:
+        d = e["dcgm_diag"]
+        named = "; ".join(
+            f"{'node' if f.get('gpu') is None else 'GPU ' + str(f['gpu'])} {f.get('test')} {f.get('status')}"
+            + (f": {' | '.join(f.get('warnings') or [])[:160]}" if f.get("warnings") else "")
+            for f in (d.get("failures") or []) + (d.get("warnings") or [])
+        )
+        tests = d.get("tests") or []
+        rows.append(
+            [
+                e.get("host"),
+                d.get("level"),
+                d.get("version"),
+                d.get("status") if d.get("status") != "error" else f"error: {d.get('reason') or ''}",
+                f"{len(tests)} ({', '.join(t.get('name') or '' for t in tests)})" if tests else None,
+                named or None,
+            ]
+        )
+    out += _table(["host", "level", "DCGM", "status", "tests", "failed / warned (GPU, test)"], rows)
     out.append("")
     return out
 

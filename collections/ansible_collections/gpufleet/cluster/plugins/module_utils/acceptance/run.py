@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl as acc
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl_debug, nccl_tests
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import dcgm_diag, nccl_debug, nccl_tests
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.catalogue import (
     get_accelerator,
     get_topology,
@@ -552,6 +552,17 @@ def _single_failure(record: dict) -> str | None:
     errors = [v for v in record.get("violations") or [] if v.get("severity") == "error"]
     if not errors:
         return None
+    # The GPU diagnostics' failures say which GPU failed which test (acceptance/dcgm_diag.py).
+    diag = [v for v in errors if str(v.get("code") or "").startswith("DCGM_DIAG_")]
+    said = []
+    if len(diag) < len(errors):
+        said.append(_single_run_failure(record, [v for v in errors if v not in diag]))
+    if diag:
+        said.append(dcgm_diag.drain_reason(record.get("dcgm_diag")) or "GPU diagnostics failed")
+    return "; ".join(said)
+
+
+def _single_run_failure(record: dict, errors: list[dict]) -> str:
     codes = sorted({v.get("code") for v in errors})
     busbw, floor = record.get("busbw"), record.get("floor_gbps")
     ended = record.get("ended") or {}

@@ -518,11 +518,25 @@ POOL_FIRMWARE = Map(
     }
 )
 
+# GPU diagnostics: one `dcgmi diag -r <level> -j` on every GPU node (acceptance/dcgm_diag.py,
+# docs/dcgm-diagnostics.md). Off unless a level is given: level 1 takes seconds, 2 about 2 minutes,
+# 3 about 15 minutes, 4 longer (NVIDIA's dcgmi diag reference), a cost the brief chooses.
+DCGM_DIAG = Map(
+    fields={
+        "level": Field(
+            Int(minimum=1, maximum=4),
+            doc="dcgmi diag -r level (1 quick, 2 medium ~2 min, 3 long ~15 min, 4 extended); a failed test "
+            "fails and drains the node (DCGM_DIAG_FAILED); default off",
+        ),
+    }
+)
+
 POOL_ACCEPTANCE = Map(
     fields={
         "single_node_busbw_gbps": Field(Num(minimum=0), doc="overrides acceptance.single_node_busbw_gbps"),
         "multi_node_busbw_gbps": Field(Num(minimum=0), doc="overrides acceptance.multi_node_busbw_gbps"),
         "firmware": Field(POOL_FIRMWARE, doc="overrides acceptance.firmware, key by key"),
+        "dcgm_diag": Field(DCGM_DIAG, doc="overrides acceptance.dcgm_diag for this pool"),
     }
 )
 
@@ -874,6 +888,7 @@ ACCEPTANCE = Map(
         "history": Field(HISTORY, default={}, doc="nodes judged against their own first acceptance (NODE_DEGRADED)"),
         "p2p": Field(P2P, default={}, doc="GPU-to-GPU copies of each node, from nvbandwidth (P2P_OUTLIER)"),
         "firmware": Field(FIRMWARE, default={}, doc="GPU VBIOS, NIC firmware and BIOS in the hardware gate"),
+        "dcgm_diag": Field(DCGM_DIAG, default={}, doc="GPU diagnostics on every node (dcgmi diag; DCGM_DIAG_FAILED)"),
         "valid_days": Field(
             Int(minimum=1, maximum=3650),
             default=90,

@@ -695,7 +695,10 @@ def remediation_markdown(report: dict) -> str:
                 node.get("outcome"),
                 node.get("rebooted"),
                 node.get("gate"),
-                node.get("acceptance"),
+                # GPU diagnostics (dcgmi diag) run within the single-node acceptance where the brief asks.
+                f"{node.get('acceptance')} (GPU diagnostics {node['dcgm_diag']})"
+                if node.get("dcgm_diag")
+                else node.get("acceptance"),
                 node.get("reason"),
             ]
         )

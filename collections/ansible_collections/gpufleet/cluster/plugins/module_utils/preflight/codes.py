@@ -640,6 +640,16 @@ _ROWS: tuple[tuple, ...] = (
         "expected {expected}, found {found!r}",
     ),
     (
+        "ACCEPT_DCGM_DIAG_NO_DCGM",
+        WARNING,
+        "acceptance",
+        "a node of a pool that runs GPU diagnostics (`acceptance.dcgm_diag.level`, or the pool's own) whose "
+        "inventory gives the dcgm role no packages (`dcgm_packages: []`): gpufleet installs no dcgmi there",
+        "expected DCGM installed on the nodes of {pool}, which runs dcgmi diag -r {level} in acceptance "
+        "(the dcgm role's dcgm_packages), found {found}: the node fails DCGM_DIAG_RUN_FAILED unless the site "
+        "installs DCGM itself",
+    ),
+    (
         "ACCEPT_LAUNCHER_INVALID",
         ERROR,
         "acceptance",

@@ -39,6 +39,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.address
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.catalogue import Pool, check_catalogue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.codes import make
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.dcgm_diag import check_dcgm_diag
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.downloads import (
     READ_VARS as DOWNLOAD_VARS,
 )
@@ -87,6 +88,8 @@ READ_HOST_VARS = (
     "storage_scratch_wipe",
     "acceptance_launcher",
     "acceptance_container_image",
+    # The dcgm role's packages: empty, no dcgmi for the GPU diagnostics (dcgm_diag.check_dcgm_diag).
+    "dcgm_packages",
     # Where a node stands (Slurm's topology.conf, Kubernetes' gpufleet.io/rack and gpufleet.io/leaf labels).
     "rack",
     "leaf_switch",
@@ -135,6 +138,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     out.extend(check_acceptance(clean, catalogue))
     out.extend(check_firmware(clean))
     out.extend(check_launcher(clean, hostvars, pools.controllers))
+    out.extend(check_dcgm_diag(clean, hostvars, pools))
     out.extend(check_tenants(clean, pools))
     out.extend(check_kubernetes(clean, hostvars, pools, networks))
     out.extend(storage_checks.check(clean, groups, hostvars))  # storage, acceptance.storage/workload, cost
