@@ -22,7 +22,7 @@ description:
     is only previewed by the same check run), so a version the repositories lack is then a warning and the
     RV(unavailable) list, not a failure.
   - A package pinned by its upstream release (O(upstream_version), O(upstream_versions)) is resolved on the
-    host, not spelled by rule: the revision a repository adds (C(-1), C(-0ubuntu1), C(-1ubuntu1),
+    host, not spelled by rule; the revision a repository adds (C(-1), C(-0ubuntu1), C(-1ubuntu1),
     C(-1+cuda12.9), a C(-2) re-spin) is whatever C(apt-cache madison) lists. The one version whose
     upstream part is the pin and whose text carries O(version_contains) is installed and held at that exact
     version (RV(resolved)); none or several is an error before anything is changed, listing the versions the

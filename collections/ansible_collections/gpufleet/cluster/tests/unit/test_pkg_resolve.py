@@ -107,3 +107,26 @@ def test_none_and_several_are_errors_listing_the_offer():
         and len(errors) == 2
         and "nvidia-imex: no version matches 580.82.07-*; the repositories offer none" in errors[1]
     )
+
+
+def test_dnf_resolve_filter_returns_exact_versions_and_nevra_specs():
+    from ansible_collections.gpufleet.cluster.plugins.filter import dnf_resolve as f
+
+    resolved = f.dnf_resolve(DNF, {"libnccl": "2.27.7", "nvidia-driver-cuda": "580.82.07"}, {"libnccl": "+cuda12.9"})
+    assert resolved == {"libnccl": "2.27.7-1+cuda12.9", "nvidia-driver-cuda": "3:580.82.07-1.el9"}
+    assert f.dnf_nevra(resolved) == ["libnccl-2.27.7-1+cuda12.9", "nvidia-driver-cuda-3:580.82.07-1.el9"]
+
+
+def test_dnf_resolve_filter_fails_naming_every_package_the_offer_and_the_hint():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpufleet.cluster.plugins.filter import dnf_resolve as f
+
+    with pytest.raises(AnsibleFilterError) as exc:
+        f.dnf_resolve(DNF, {"libnccl": "2.27.7", "nvidia-driver-cuda": "580.159.04"}, "", "Check software.nccl.")
+    text = str(exc.value)
+    assert "libnccl: 2 versions match 2.27.7-*" in text
+    assert (
+        "nvidia-driver-cuda: no version matches 580.159.04-*; the repositories offer 3:580.82.07-1.el9, 3:580.95"
+        in text
+    )
+    assert text.endswith("Check software.nccl.")

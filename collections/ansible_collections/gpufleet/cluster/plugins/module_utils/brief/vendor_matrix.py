@@ -724,20 +724,21 @@ ROWS: tuple[Row, ...] = (
     Row(
         "cuda",
         "package_versions",
-        {"12.4": "12.4.1-1"},
+        {"12.4": "12.4.1"},
         Source(
             "https://docs.nvidia.com/cuda/archive/",
             False,
-            "the last update of 12.4 (12.4.1) from the release-notes archive; the package string was searched for "
-            "(cuda-toolkit-12-4=12.4.1-1, cuda-toolkit-12-4_12.4.1-1) and not found here",
+            "the last update of 12.4 (12.4.1) from the release-notes archive; its package (cuda-toolkit-12-4 at "
+            "12.4.1 and the repository's revision) was searched for and not found here",
             checked=CHECKED_PUBLISHED,
         ),
-        doc="cuda-toolkit-<major>-<minor> version per CUDA minor (its last update)",
+        doc="cuda-toolkit-<major>-<minor> release per CUDA minor (its last update; the package revision is "
+        "the repository's, resolved on the host)",
     ),
     Row(
         "cuda",
         "package_versions",
-        {"12.6": "12.6.3-1", "12.8": "12.8.1-1", "12.9": "12.9.1-1"},
+        {"12.6": "12.6.3", "12.8": "12.8.1", "12.9": "12.9.1"},
         Source(
             "https://docs.nvidia.com/cuda/archive/",
             note="the last update of each minor; public install scripts pin cuda-toolkit-12-6=12.6.3-1, "
@@ -748,7 +749,7 @@ ROWS: tuple[Row, ...] = (
     Row(
         "cuda",
         "package_versions",
-        {"13.0": "13.0.2-1"},
+        {"13.0": "13.0.2"},
         Source(
             _CUDA_1302,
             note="13.0 Update 2; cuda-toolkit-13-0=13.0.2-1 is pinned as such by public install scripts",
@@ -1353,7 +1354,7 @@ def value(component: str, key: str, os: str, arch: str = "x86_64", version: str 
 
 
 def cuda_package_versions() -> dict[str, str]:
-    """Every CUDA minor the matrix knows → the cuda-toolkit-<major>-<minor> package version."""
+    """Every CUDA minor the matrix knows → the cuda-toolkit-<major>-<minor> release (its last update)."""
     out: dict[str, str] = {}
     for row in rows("cuda"):
         if row.key == "package_versions":
