@@ -42,7 +42,7 @@ EXAMPLES = r"""
 
 - name: Install NCCL at the version resolved for the pin
   ansible.builtin.dnf:
-    name: "{{ _resolved | dict2items | map(attribute='key') | zip(_resolved.values()) | map('join', '-') }}"
+    name: "{{ _resolved | gpufleet.cluster.dnf_nevra }}"
   vars:
     _resolved: "{{ __nccl_offered.stdout | gpufleet.cluster.dnf_resolve({'libnccl': '2.27.7'}, '+cuda12.9') }}"
 """
@@ -74,11 +74,6 @@ def dnf_resolve(stdout, pins, contains="", hint=""):
     return resolved
 
 
-def dnf_nevra(resolved):
-    """{name: [epoch:]version-release} -> dnf specs ``name-[epoch:]version-release`` (dnf's NEVRA forms)."""
-    return [f"{name}-{version}" for name, version in dict(resolved).items()]
-
-
 class FilterModule:
     def filters(self):
-        return {"dnf_resolve": dnf_resolve, "dnf_nevra": dnf_nevra}
+        return {"dnf_resolve": dnf_resolve}

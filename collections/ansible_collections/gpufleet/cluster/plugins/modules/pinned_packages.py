@@ -123,16 +123,24 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Install the toolkit at the pinned version and hold it
+- name: Install the toolkit at an exact version and hold it
   gpufleet.cluster.pinned_packages:
-    name: "{{ cuda_packages }}"
-    version: "{{ cuda_package_version }}"
-    hold: "{{ cuda_hold }}"
+    name: [cuda-toolkit-12-8]
+    version: 12.8.1-1
     owner: cuda
     missing_hint: "The nvidia_driver role configures NVIDIA's CUDA repository: run it first."
     unattended_upgrades_file: /etc/apt/apt.conf.d/51gpufleet-cuda
-    unattended_upgrades_note: "CUDA is pinned to {{ cuda_version }}: upgrades go through gpufleet only."
+    unattended_upgrades_note: "CUDA is pinned to 12.8: upgrades go through gpufleet only."
   register: __cuda_install
+
+- name: Install NCCL 2.27.7 built for CUDA 12.9, whatever revision the repository gives it, and hold it
+  gpufleet.cluster.pinned_packages:
+    name: [libnccl2, libnccl-dev]
+    upstream_version: 2.27.7
+    version_contains: +cuda12.9
+    owner: nccl
+    missing_hint: "Check software.nccl and software.cuda in the brief."
+  register: __nccl_install  # __nccl_install.resolved: {"libnccl2": "2.27.7-1+cuda12.9", ...}
 
 - name: Reload systemd only when a package was installed (not merely held)
   ansible.builtin.systemd_service:

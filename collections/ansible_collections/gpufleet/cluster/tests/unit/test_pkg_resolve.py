@@ -110,11 +110,12 @@ def test_none_and_several_are_errors_listing_the_offer():
 
 
 def test_dnf_resolve_filter_returns_exact_versions_and_nevra_specs():
+    from ansible_collections.gpufleet.cluster.plugins.filter import dnf_nevra as n
     from ansible_collections.gpufleet.cluster.plugins.filter import dnf_resolve as f
 
     resolved = f.dnf_resolve(DNF, {"libnccl": "2.27.7", "nvidia-driver-cuda": "580.82.07"}, {"libnccl": "+cuda12.9"})
     assert resolved == {"libnccl": "2.27.7-1+cuda12.9", "nvidia-driver-cuda": "3:580.82.07-1.el9"}
-    assert f.dnf_nevra(resolved) == ["libnccl-2.27.7-1+cuda12.9", "nvidia-driver-cuda-3:580.82.07-1.el9"]
+    assert n.dnf_nevra(resolved) == ["libnccl-2.27.7-1+cuda12.9", "nvidia-driver-cuda-3:580.82.07-1.el9"]
 
 
 def test_dnf_resolve_filter_fails_naming_every_package_the_offer_and_the_hint():
