@@ -1,11 +1,14 @@
-"""The test doubles' package repositories carry only what the vendor matrix says NVIDIA ships.
+"""The test doubles' package repositories carry only what NVIDIA ships, as NVIDIA spells it.
 
 molecule/resources/doubles/build-repo.sh builds stand-in .debs for the lab and the gpu_stack
-scenario (Debian 12 and 13 hosts); matrix_packages.py gives it every NVIDIA package name and
-version string from module_utils/brief/vendor_matrix.py. These tests build the repositories, read
-their Packages indexes as apt does, and check each stand-in against the matrix rows for Debian
-12 and 13: a name the matrix does not list for that OS and component (a Ubuntu or RHEL name, a
-name from memory) or a version spelled otherwise than the matrix says fails here.
+scenario (Debian 12 and 13 hosts); matrix_packages.py gives it every NVIDIA package name from
+module_utils/brief/vendor_matrix.py and every version string from its PUBLISHED table, one cited
+listing per row. These tests build the repositories, read their Packages indexes as apt does, and
+check each stand-in: a name the matrix does not list for that OS and component (a Ubuntu or RHEL
+name, a name from memory) or a version no cited row gives fails here. And the roles' pins, rendered
+from their variables, resolve against that repository to exactly one version each: a role that
+spelled a revision by rule (-1, -1+cuda<minor>) would find nothing, as the repository's strings are
+the vendor's irregular ones.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import vendor_matrix as vm
-from role_vars import ROOT
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common import pkg_resolve
+from role_vars import ROOT, role_vars
 
 DOUBLES = ROOT / "molecule" / "resources" / "doubles"
 # The repositories standing in for NVIDIA's (the Kubernetes one stands in for pkgs.k8s.io).
@@ -39,7 +44,7 @@ mp = _load_generator()
 
 
 def context(component: str, version: str) -> dict[str, str]:
-    """The CUDA release a component's names and versions are filled with, as the doubles build them."""
+    """The CUDA release a component's names are filled with, as the doubles build them."""
     if component == "cuda":
         return {"cuda": ".".join(version.split(".")[:2])}
     if component == "nccl":
@@ -49,10 +54,16 @@ def context(component: str, version: str) -> dict[str, str]:
     return {}
 
 
+def cited(component: str, version: str, name: str) -> set[str]:
+    """The package versions the PUBLISHED rows give a stand-in of this component and release."""
+    kind = "gds" if component == "cuda" and name.startswith("nvidia-gds-") else component
+    return {p.version for key, p in mp.PUBLISHED.items() if key[0] == kind and key[1] == version}
+
+
 def matrix_problems(entries, os: str) -> list[str]:
-    """Each stand-in (component, upstream version, name, package version) the matrix does not list
-    for ``os``: the name must be among the names a matching row of that component gives, and the
-    package version what the component's ``package_version`` row spells for that version."""
+    """Each stand-in (component, upstream version, name, package version) not as NVIDIA ships it for
+    ``os``: the name must be among the names a matching matrix row of that component gives, and the
+    package version one a cited PUBLISHED row gives for that release."""
     problems = []
     for component, version, name, package_version in entries:
         names: set[str] = set()
@@ -62,12 +73,11 @@ def matrix_problems(entries, os: str) -> list[str]:
                 names.update([value] if isinstance(value, str) else value)
         if name not in names:
             problems.append(f"{os}: {name} is not a {component} package the matrix lists ({sorted(names)})")
-        try:
-            wanted = vm.value(component, "package_version", os, "x86_64", version, **context(component, version))
-        except KeyError:
-            wanted = None
-        if package_version != wanted:
-            problems.append(f"{os}: {name} {package_version}: the matrix spells {component} {version} as {wanted}")
+        wanted = cited(component, version, name)
+        if package_version not in wanted:
+            problems.append(
+                f"{os}: {name} {package_version}: no cited listing spells {component} {version} so {wanted}"
+            )
     return problems
 
 
@@ -108,14 +118,17 @@ def test_every_stand_in_is_a_name_and_version_the_matrix_lists(os):
 @pytest.mark.parametrize(
     ("entry", "why"),
     [
-        (("nccl", "2.26.2", "libnccl", "2.26.2-1+cuda12.8"), "not a nccl package"),
-        (("fabricmanager", "570.133.20", "nvidia-fabricmanager-570", "570.133.20-0ubuntu1"), "spells"),
+        (("nccl", "2.26.2", "libnccl", "2.26.2-2+cuda12.8"), "not a nccl package"),
+        # A version spelled by rule rather than read from a listing.
+        (("nccl", "2.26.2", "libnccl2", "2.26.2-1+cuda12.8"), "no cited listing"),
+        (("fabricmanager", "570.133.20", "nvidia-fabricmanager-570", "570.133.20-0ubuntu1"), "no cited listing"),
+        (("driver", "570.133.20", "nvidia-driver-cuda", "570.133.20-1"), "no cited listing"),
+        (("doca-ofed", "2.10.0", "doca-ofed", "2.10.0-1"), "no cited listing"),
         # NVIDIA's Debian repository drops the branch from the fabric manager's name from 580 on.
         (("fabricmanager", "580.95.05", "nvidia-fabricmanager-580", "580.95.05-1"), "not a fabricmanager package"),
-        (("fabricmanager", "580.95.05", "nvidia-fabricmanager", "580.95.05-1"), None),
-        (("fabricmanager", "575.57.08", "nvidia-fabricmanager-575", "575.57.08-1"), None),
-        (("driver", "570.133.20", "nvidia-driver-570-open", "570.133.20-1"), "not a driver package"),
-        (("dcgm", "4.2.3", "datacenter-gpu-manager-4-core", "4.2.3-1"), "spells"),
+        (("fabricmanager", "570.148.08", "nvidia-fabricmanager-570", "570.148.08-1"), None),
+        (("driver", "570.133.20", "nvidia-driver-570-open", "570.133.20-0ubuntu1"), "not a driver package"),
+        (("dcgm", "4.2.3", "datacenter-gpu-manager-4-core", "4.2.3-1"), "no cited listing"),
         (("dcgm-exporter", "4.1.3", "dcgm-exporter", "4.1.3-1"), "not a dcgm-exporter package"),
         (("container-toolkit", "1.17.8", "nvidia-container-toolkit", "1.17.8-1"), None),
     ],
@@ -125,7 +138,7 @@ def test_the_check_names_a_stand_in_the_vendor_does_not_ship(entry, why):
     if why is None:
         assert problems == []
     else:
-        assert len(problems) == 1 and why in problems[0], problems
+        assert problems and why in problems[0], problems
 
 
 def test_the_generator_script_prints_what_build_repo_evals():
@@ -135,14 +148,85 @@ def test_the_generator_script_prints_what_build_repo_evals():
     ).stdout
     pinned = mp.DRIVER_VERSIONS[0]
     fabricmanager = f"${{drv_fabricmanager[{pinned}]}}=${{drv_fabricmanager_version[{pinned}]}}"
-    script = out + f'printf "%s\\n" "{fabricmanager}" "$nccl_lib" "$dcgm_core"'
+    build = f"{mp.NCCL_VERSIONS[0]}+cuda{mp.NCCL_CUDA}"
+    script = out + f'printf "%s\\n" "{fabricmanager}" "$nccl_lib=${{nccl_version[{build}]}}" "$dcgm_core"'
     lines = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert lines == [
         f"{vm.value('fabricmanager', 'packages', 'debian12', version=pinned)[0]}="
-        f"{vm.value('fabricmanager', 'package_version', 'debian12', version=pinned)}",
-        vm.value("nccl", "packages", "debian12")[0],
+        f"{mp.PUBLISHED[('fabricmanager', pinned)].version}",
+        f"{vm.value('nccl', 'packages', 'debian12')[0]}="
+        f"{mp.PUBLISHED[('nccl', mp.NCCL_VERSIONS[0], mp.NCCL_CUDA)].version}",
         vm.value("dcgm", "packages", "debian12", version=mp.DCGM_VERSIONS[0], cuda=mp.DCGM_CUDA)[0],
     ]
+
+
+def test_every_cited_version_names_its_source():
+    for key, row in mp.PUBLISHED.items():
+        assert row.source.startswith("https://"), key
+        assert row.version.startswith(key[1]) or row.version.startswith(f"1:{key[1]}") or key[0] == "gds", key
+
+
+def test_the_stand_ins_carry_the_vendors_irregularities():
+    """What no rule gives: the driver's revision changes between releases, the fabric manager's differs from
+    the driver's, the pinned NCCL is a re-spin (-2) beside a build for another CUDA minor, DOCA carries a
+    build number. A role spelling <release>-1 (or -1+cuda<minor>) finds none of the pinned ones."""
+    offered: dict[str, set[str]] = {}
+    for p in mp.packages():
+        offered.setdefault(p.name, set()).add(p.package_version)
+    driver = mp.DRIVER_VERSIONS[0]
+    assert {v.split("-", 1)[1] for v in offered["nvidia-driver-cuda"]} == {"0ubuntu1", "1ubuntu1"}
+    assert offered["nvidia-fabricmanager-570"].isdisjoint(offered["nvidia-driver-cuda"])
+    assert f"{driver}-1" not in offered["nvidia-driver-cuda"]
+    nccl = mp.NCCL_VERSIONS[0]
+    assert f"{nccl}-1+cuda{mp.NCCL_CUDA}" not in offered["libnccl2"]
+    assert len([v for v in offered["libnccl2"] if v.startswith(f"{nccl}-")]) == 2  # two CUDA builds
+    assert all(not v.endswith("-1") for v in offered["doca-ofed"])
+
+
+LAB = yaml.safe_load((ROOT / "inventories/lab/brief.yml").read_text())
+DEB12 = {"distribution": "Debian", "distribution_major_version": "12", "os_family": "Debian"}
+DEB12 |= {"distribution_version": "12", "architecture": "x86_64"}
+
+
+def role_pins() -> list[tuple[str, list[str], str, str]]:
+    """(role, packages, upstream release, required text) of each GPU stack role's install on the lab's
+    Debian 12 host, from the role's own variables (defaults and vars rendered as Ansible would)."""
+    pool = {"gpufleet_pool": {"topology": "8gpu-sxm-nvlink"}}
+    drv = role_vars("nvidia_driver", DEB12, LAB, pool)
+    cuda = role_vars("cuda", DEB12, LAB)
+    nccl = role_vars("nccl", DEB12, LAB)
+    dcgm = role_vars("dcgm", DEB12, LAB)
+    exporter = role_vars("dcgm_exporter", DEB12, LAB)
+    ctk = role_vars("container_runtime", DEB12, LAB)
+    for r, var in [
+        (drv, "nvidia_driver_package_version"),
+        (cuda, "_cuda_exact_version"),
+        (nccl, "nccl_package_version"),
+    ]:
+        assert r[var] == "", f"{var} spells a version: {r[var]}"
+    return [
+        ("nvidia_driver", drv["_nvidia_driver_all_packages"], drv["nvidia_driver_version"], ""),
+        ("cuda", cuda["cuda_packages"], cuda["cuda_package_version"], ""),
+        ("nccl", nccl["nccl_packages"], nccl["nccl_version"], nccl["_nccl_version_contains"]),
+        ("dcgm", dcgm["dcgm_packages"], dcgm["dcgm_version"], ""),
+        ("dcgm_exporter", [exporter["dcgm_exporter_package"]], exporter["dcgm_exporter_version"], ""),
+        ("container_runtime", ctk["container_runtime_toolkit_packages"], ctk["container_runtime_toolkit_version"], ""),
+    ]
+
+
+def test_every_roles_pin_resolves_to_exactly_one_stand_in():
+    offered: dict[str, list[str]] = {}
+    for p in mp.packages():
+        offered.setdefault(p.name, []).append(p.package_version)
+    resolved = {}
+    for _role, names, release, contains in role_pins():
+        for name in names:
+            resolved[name] = pkg_resolve.pick(name, offered.get(name, []), release, contains)
+    # The irregular ones: no rule gives these, the repository does.
+    assert resolved["nvidia-driver-cuda"] == mp.PUBLISHED[("driver", mp.DRIVER_VERSIONS[0])].version
+    assert resolved["nvidia-fabricmanager-570"] == mp.PUBLISHED[("fabricmanager", mp.DRIVER_VERSIONS[0])].version
+    assert resolved["libnccl2"] == mp.PUBLISHED[("nccl", mp.NCCL_VERSIONS[0], mp.NCCL_CUDA)].version
+    assert resolved["datacenter-gpu-manager-4-core"] == mp.PUBLISHED[("dcgm", mp.DCGM_VERSIONS[0])].version
 
 
 # ---- the built repositories ------------------------------------------------------------------------

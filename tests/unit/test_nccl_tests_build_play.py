@@ -102,7 +102,7 @@ def test_a_first_run_builds_and_records_a_re_run_skips_every_step(site):
     bin_dir = site / "opt" / "bin"
     assert sorted(p.name for p in bin_dir.iterdir()) == sorted([*BINARIES, "BUILD-INFO"])
     record = (bin_dir / "BUILD-INFO").read_text()
-    assert "nccl-tests 9.9.9 from file://" in record and "NCCL 2.26.2-1+cuda12.8" in record
+    assert "nccl-tests 9.9.9 from file://" in record and "NCCL 2.26.2 for CUDA 12.8" in record
     assert "make CUDA_HOME=/usr/local/cuda-12.8 MPI=1 MPI_HOME=/usr/lib/openmpi" in record
     again = run(site)
     assert steps(again) == dict.fromkeys(first, "skipped")

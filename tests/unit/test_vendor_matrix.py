@@ -85,21 +85,23 @@ def test_nvidia_driver_role_matches_the_matrix(os, arch, driver, flavor):
     v = {"os": os, "arch": arch, "version": driver}
     assert r["nvidia_driver_repo_url"] == vm.value("cuda-repo", "url", **v)
     assert r["nvidia_driver_repo_key_url"] == vm.value("cuda-repo", "url", **v) + vm.value("cuda-repo", "key_file", **v)
-    assert r["nvidia_driver_package_version"] == vm.value("driver", "package_version", **v)
+    # No revision is spelled: the host resolves the release against the repository.
+    assert r["nvidia_driver_package_version"] == "" and r["_nvidia_driver_exact"] == {}
+    assert r["_nvidia_driver_apt_pin"] == f"{driver}-*" and r["_nvidia_driver_other_pins"] == []
     assert r["nvidia_driver_packages"] == vm.value("driver", f"packages.{flavor}", **v)
     assert r["_nvidia_driver_os"]["persistenced_packages"] == vm.value("driver", "persistenced_packages", **v)
     assert r["nvidia_driver_fabricmanager_packages"] == vm.value("fabricmanager", "packages", **v)
-    assert r["nvidia_driver_fabricmanager_package_version"] == vm.value("fabricmanager", "package_version", **v)
+    assert r["nvidia_driver_fabricmanager_package_version"] == ""
     assert r["nvidia_driver_imex_packages"] == vm.value("imex", "packages", **v)
     if os == "rhel9":
         assert r["_nvidia_driver_os"]["dnf_module"] == vm.value("driver", f"dnf_module.{flavor}", **v)
-    # Every pinned package is wanted at its own version (fabric manager and IMEX at theirs).
-    fm = set(r["nvidia_driver_fabricmanager_packages"] + r["nvidia_driver_imex_packages"])
-    for name, version in r["_nvidia_driver_pins"]:
-        expected = (
-            r["nvidia_driver_fabricmanager_package_version"] if name in fm else r["nvidia_driver_package_version"]
-        )
-        assert version == expected, (name, version)
+    # Every pinned package: the driver's (with nvidia-persistenced), the fabric manager's and IMEX's.
+    assert r["_nvidia_driver_all_packages"] == (
+        r["nvidia_driver_packages"]
+        + r["_nvidia_driver_os"]["persistenced_packages"]
+        + r["nvidia_driver_fabricmanager_packages"]
+        + r["nvidia_driver_imex_packages"]
+    )
 
 
 def test_imex_is_on_for_multi_node_nvlink_pools_only():
@@ -141,18 +143,20 @@ def test_imex_lists_the_pools_nodes_of_this_hosts_rack():
 
 
 def test_the_lab_driver_path_does_not_move():
-    """Debian 12 x86_64 with the lab's pins: the exact strings the lab's stand-in repository serves."""
+    """Debian 12 x86_64 with the lab's pins: the names the lab's stand-in repository serves, at the release
+    the host resolves (no revision spelled here)."""
     lab = yaml.safe_load((ROOT / "inventories/lab/brief.yml").read_text())
     r = role_vars("nvidia_driver", facts("debian12", "x86_64"), lab, {"gpufleet_pool": {"topology": "8gpu-sxm-nvlink"}})
     assert r["nvidia_driver_repo_url"] == "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
     assert r["nvidia_driver_repo_key_url"].endswith("/debian12/x86_64/3bf863cc.pub")
-    assert [f"{name}={version}" for name, version in r["_nvidia_driver_pins"]] == [
-        "nvidia-driver-cuda=570.133.20-1",
-        "nvidia-kernel-open-dkms=570.133.20-1",
-        "nvidia-persistenced=570.133.20-1",
-        "nvidia-fabricmanager-570=570.133.20-1",
+    assert r["_nvidia_driver_all_packages"] == [
+        "nvidia-driver-cuda",
+        "nvidia-kernel-open-dkms",
+        "nvidia-persistenced",
+        "nvidia-fabricmanager-570",
     ]
-    assert r["_nvidia_driver_other_pins"] == []  # apt preferences: the one stanza as before
+    assert r["_nvidia_driver_apt_pin"] == "570.133.20-*"
+    assert r["_nvidia_driver_other_pins"] == []  # apt preferences: the one stanza
     assert r["nvidia_driver_imex"] is False
 
 
@@ -180,7 +184,7 @@ def test_cuda_role_matches_the_matrix(os, arch, cuda):
 def test_nccl_role_matches_the_matrix(os, arch, nccl, cuda):
     r = role_vars("nccl", facts(os, arch), brief(nccl=nccl, cuda=cuda))
     assert r["nccl_packages"] == vm.value("nccl", "packages", os, arch)
-    assert r["nccl_package_version"] == vm.value("nccl", "package_version", os, arch, nccl, cuda=cuda)
+    assert r["nccl_package_version"] == "" and r["_nccl_version_contains"] == f"+cuda{cuda}"
 
 
 @pytest.mark.parametrize(("os", "arch"), OS_ARCH)
@@ -190,7 +194,7 @@ def test_dcgm_role_matches_the_matrix(os, arch, cuda):
     major = cuda.split(".")[0]
     version = vm.value("dcgm", "default_version", os, arch)[major]
     assert r["dcgm_version"] == version
-    assert r["dcgm_package_version"] == vm.value("dcgm", "package_version", os, arch, version)
+    assert r["dcgm_package_version"] == ""
     assert r["dcgm_packages"] == vm.value("dcgm", "packages", os, arch, version, cuda=cuda)
     assert r["dcgm_service"] == vm.value("dcgm", "unit", os, arch)
     assert r["dcgm_hostengine_port"] == vm.value("dcgm", "hostengine_port", os, arch)
@@ -201,12 +205,10 @@ def test_dcgm_role_matches_the_matrix(os, arch, cuda):
 def test_dcgm_exporter_role_matches_the_matrix(os, arch, exporter):
     r = role_vars("dcgm_exporter", facts(os, arch), brief(), {"dcgm_exporter_version": exporter})
     package = vm.value("dcgm-exporter", "package", os, arch, exporter)
-    version = vm.value("dcgm-exporter", "package_version", os, arch, exporter)
     assert r["dcgm_exporter_package"] == package
-    assert r["dcgm_exporter_package_version"] == version
-    # apt installs one version as name=version, dnf as name-version.
-    separator = "-" if vm.OS_FAMILY[os] == "RedHat" else "="
-    assert r["_dcgm_exporter_install_spec"] == f"{package}{separator}{version}"
+    assert r["dcgm_exporter_package_version"] == ""
+    # dnf's spec before the host resolved the release: the release at any revision.
+    assert r["_dcgm_exporter_install_spec"] == f"{package}-{exporter}-*"
     assert r["dcgm_exporter_service"] == vm.value("dcgm-exporter", "unit", os, arch)
     assert r["dcgm_exporter_binary"] == vm.value("dcgm-exporter", "binary", os, arch)
     assert r["dcgm_exporter_port"] == vm.value("dcgm-exporter", "port", os, arch)
@@ -243,8 +245,12 @@ def test_dcgm_exporter_installs_and_locks_the_pinned_package_on_every_os_family(
     if family == "Debian":
         # One gpufleet.cluster.pinned_packages task installs the package at the pin and holds it.
         installs = [t["gpufleet.cluster.pinned_packages"] for t in tasks if "gpufleet.cluster.pinned_packages" in t]
-        assert [(t["name"], t["version"], t["hold"]) for t in installs] == [
-            (["{{ dcgm_exporter_package }}"], "{{ dcgm_exporter_package_version }}", "{{ dcgm_exporter_hold }}")
+        assert [(t["name"], t["upstream_version"], t["hold"]) for t in installs] == [
+            (
+                ["{{ dcgm_exporter_package }}"],
+                "{{ omit if dcgm_exporter_package_version else dcgm_exporter_version }}",
+                "{{ dcgm_exporter_hold }}",
+            )
         ]
         return
     manager = {"RedHat": "ansible.builtin.dnf"}[family]
@@ -269,9 +275,7 @@ def test_container_runtime_role_matches_the_matrix(os, arch, toolkit):
     assert r["container_runtime_toolkit_repo_url"] == vm.value("container-toolkit", "repo_url", os, arch)
     assert r["container_runtime_toolkit_repo_key_url"] == vm.value("container-toolkit", "key_url", os, arch)
     assert r["container_runtime_toolkit_packages"] == vm.value("container-toolkit", "packages", os, arch)
-    assert r["container_runtime_toolkit_package_version"] == vm.value(
-        "container-toolkit", "package_version", os, arch, toolkit
-    )
+    assert r["container_runtime_toolkit_package_version"] == ""
     if vm.value("container-toolkit", "containerd_dry_run", os, arch, toolkit) == "drop-in+top-level":
         assert r["container_runtime_containerd_drop_in"] == vm.value(
             "container-toolkit", "containerd_drop_in", os, arch, toolkit
@@ -355,25 +359,34 @@ def test_debian13_repository_is_signed_with_its_own_key():
     assert r["nvidia_driver_repo_key_url"].endswith("/debian12/x86_64/3bf863cc.pub")
 
 
-@pytest.mark.parametrize(
-    ("driver", "suffix"),
-    [
-        ("580.95.05", "0ubuntu1"),
-        ("580.126.09", "1ubuntu1"),
-        ("580.159.04", "1ubuntu1"),
-        ("590.48.01", "0ubuntu1"),
-        ("595.91.07", "1ubuntu1"),
-    ],
-)
-def test_ubuntu_driver_revision_follows_the_release_not_the_branch(driver, suffix):
-    r = role_vars("nvidia_driver", facts("ubuntu2404", "x86_64"), brief(driver=driver))
-    assert r["nvidia_driver_package_version"] == f"{driver}-{suffix}"
+@pytest.mark.parametrize("os", vm.OSES)
+@pytest.mark.parametrize("driver", ["570.133.20", "580.95.05", "580.126.09", "590.48.01", "595.91.07"])
+def test_the_driver_role_spells_no_revision_suffix(os, driver):
+    """The revision follows the release, not the branch (Ubuntu: 580.95.05-0ubuntu1 beside
+    580.126.09-1ubuntu1, the vendor matrix's driver rows), so the role asks the repository for it: it
+    passes the upstream release, and an exact version only where the inventory sets one."""
+    r = role_vars("nvidia_driver", facts(os, "x86_64"), brief(driver=driver))
+    assert r["_nvidia_driver_exact"] == {}
+    assert r["_nvidia_driver_apt_pin"] == f"{driver}-*"
+    r = role_vars(
+        "nvidia_driver",
+        facts(os, "x86_64"),
+        brief(driver=driver),
+        {
+            "nvidia_driver_package_version": f"{driver}-0ubuntu1",
+            "nvidia_driver_fabricmanager_package_version": f"{driver}-1",
+        },
+    )
+    assert set(r["_nvidia_driver_exact"].values()) == {f"{driver}-0ubuntu1"} | (
+        {f"{driver}-1"} if r["_nvidia_driver_fm_packages"] else set()
+    )
 
 
-@pytest.mark.parametrize(("driver", "revision"), [("580.126.20", "1"), ("580.173.10", "1ubuntu1")])
-def test_ubuntu_fabric_manager_revision(driver, revision):
-    r = role_vars("nvidia_driver", facts("ubuntu2404", "x86_64"), brief(driver=driver))
-    assert r["nvidia_driver_fabricmanager_package_version"] == f"{driver}-{revision}"
+def test_the_driver_install_task_passes_the_release_not_a_version():
+    tasks = yaml.safe_load((ROOT / "roles/nvidia_driver/tasks/setup-Debian.yml").read_text())
+    (install,) = [t["gpufleet.cluster.pinned_packages"] for t in tasks if "gpufleet.cluster.pinned_packages" in t]
+    assert install["upstream_version"] == "{{ nvidia_driver_version }}"
+    assert install["versions"] == "{{ _nvidia_driver_exact }}" and "version" not in install
 
 
 @pytest.mark.parametrize(
@@ -386,7 +399,6 @@ def test_debian_fabric_manager_drops_the_branch_from_580(driver, name):
 
 def test_ubuntu_pins_and_holds_nvidia_persistenced_with_the_driver():
     r = role_vars("nvidia_driver", facts("ubuntu2404", "x86_64"), brief(driver="580.126.09"))
-    assert ["nvidia-persistenced", "580.126.09-1ubuntu1"] in [list(p) for p in r["_nvidia_driver_pins"]]
     assert "nvidia-persistenced" in r["_nvidia_driver_all_packages"]
 
 
@@ -411,19 +423,3 @@ def test_doca_debian_point_release_is_a_variable():
         {"rdma_doca_debian_release": "12.9"},
     )
     assert r["rdma_doca_repo_url"].strip() == "https://linux.mellanox.com/public/repo/doca/2.10.0/debian12.9/x86_64/"
-
-
-def test_the_ubuntu_revision_table_of_the_role_is_the_matrix_rows():
-    """The role's [first release, suffix] table and the matrix's Ubuntu driver package_version rows
-    give the same ranges, so a row added to the matrix without the role (or back) fails here."""
-    r = role_vars("nvidia_driver", facts("ubuntu2404", "x86_64"), brief())
-    table = [(first, suffix) for first, suffix in r["_nvidia_driver_ubuntu_revisions"]]
-    ubuntu = [row for row in vm.rows("driver") if row.key == "package_version" and "ubuntu2404" in row.oses]
-    from_matrix: list[tuple[str, str]] = []
-    for row in ubuntu:  # rows split only by their sources keep the suffix: one range for the role
-        suffix = row.value.removeprefix("{version}-")
-        if not from_matrix or from_matrix[-1][1] != suffix:
-            from_matrix.append((row.minimum or "0", suffix))
-    assert table == from_matrix
-    # Each range starts where the one before ends.
-    assert [row.below for row in ubuntu[:-1]] == [row.minimum for row in ubuntu[1:]]

@@ -14,13 +14,16 @@
 # plus gpufleet-doubles.asc, the public key both apt repositories are signed with
 # (a throwaway key kept in OUTDIR/../doubles-repo-gnupg).
 #
-# The packages carry NVIDIA's real names, versions and version-locked Depends
+# The packages carry NVIDIA's real names, version strings and version-locked Depends
 # (Debian flavour of the CUDA repository), and two versions of the pinned ones,
-# so that pins, holds and downgrades are exercised. Every NVIDIA name and version
-# string comes from the vendor matrix (module_utils/brief/vendor_matrix.py) through
-# matrix_packages.py, which also holds the versions built: a double cannot carry a
-# name the matrix does not list for Debian 12 / 13 (tests/unit/test_doubles_repo.py
-# builds the repository and checks it). Their programs are stand-ins
+# so that pins, holds and downgrades are exercised. Every NVIDIA name comes from the
+# vendor matrix (module_utils/brief/vendor_matrix.py) and every version string from a
+# cited listing (PUBLISHED), both through matrix_packages.py, which also holds the
+# versions built: a double cannot carry a name the matrix does not list for Debian
+# 12 / 13, nor a version no listing shows (tests/unit/test_doubles_repo.py builds the
+# repository and checks it). The versions keep the vendor's irregularities (revisions
+# that follow the release, a re-spin, a build number), so a role that spells a
+# version by rule instead of resolving it from the repository installs nothing. Their programs are stand-ins
 # (stack/bin) answering from /etc/gpufleet-doubles/hw-profile.json.
 # Needs dpkg-deb, apt-ftparchive (apt-utils), gpg, a C compiler and python3.
 # Rebuilds only when its inputs changed.
@@ -146,15 +149,17 @@ for full in "${cuda_versions[@]}" "$cuda_other"; do
   script "$r" prerm "[ \"\$1\" = upgrade ] || update-alternatives --remove cuda /usr/local/cuda-$minor"
   pkg cuda "$name" "$dv" ""
   # GPUDirect Storage as nvidia-gds-X-Y: in production it pulls nvidia-fs (DKMS) and the cuFile tools.
-  gds=${cuda_gds[$full]}
-  mkdir -p "$work/root/$gds-$dv/usr/local/cuda-$minor/gds/tools"
-  pkg cuda "$gds" "$dv" ""
+  gds=${cuda_gds[$full]} gdsv=${cuda_gds_version[$full]}
+  mkdir -p "$work/root/$gds-$gdsv/usr/local/cuda-$minor/gds/tools"
+  pkg cuda "$gds" "$gdsv" ""
 done
 
 # --- NCCL ---------------------------------------------------------------------------
-for v in "${nccl_versions[@]}"; do
+# One per build (<release>+cuda<minor>): a release is built for several CUDA minors.
+for build in "${nccl_builds[@]}"; do
+  v=${build%%+*}
   IFS=. read -r major minor patch <<<"$v"
-  dv=${nccl_version[$v]} code=$(( major * 10000 + minor * 100 + patch ))
+  dv=${nccl_version[$build]} code=$(( major * 10000 + minor * 100 + patch ))
   lib=$work/root/$nccl_lib-$dv/usr/lib/x86_64-linux-gnu
   mkdir -p "$lib"
   cc -shared -fPIC -Wl,-soname,libnccl.so.2 -DNCCL_STUB_CODE="$code" -o "$lib/libnccl.so.$v" "$stack/nccl-stub.c"

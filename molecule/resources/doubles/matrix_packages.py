@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""The stand-in packages' names and version strings, taken from the vendor matrix.
+"""The stand-in packages' names from the vendor matrix, and their version strings from cited listings.
 
-build-repo.sh builds the test doubles' apt repositories; it reads every NVIDIA package name
-and version string it gives a stand-in from here, so a double can only carry what
-module_utils/brief/vendor_matrix.py says NVIDIA ships for the OS the test hosts run (Debian 12 and
-13, x86_64: one repository serves both, so both must answer the same).
+build-repo.sh builds the test doubles' apt repositories; it reads every NVIDIA package name and
+version string it gives a stand-in from here. The names come from module_utils/brief/vendor_matrix.py
+(what NVIDIA ships for the OS the test hosts run: Debian 12 and 13, x86_64; one repository serves
+both, so both must answer the same). The version strings do not come from a rule: each is copied
+from a listing, a file name or a public pin of NVIDIA's (PUBLISHED, one source per row), so the
+doubles' repository carries the vendor's irregularities (a revision that follows the release, not
+the branch; the fabric manager's revision differing from the driver's; one release built for
+several CUDA minors; a re-spun build; a build number in place of a revision) and a role that spells
+a version by rule instead of asking the repository installs nothing here.
 
     matrix_packages.py            print bash assignments for build-repo.sh to eval
     import matrix_packages        packages() for the unit test that checks the built repository
 
 The versions below are the test bed's choice (the lab's pins first, then a newer release that
-must never be picked up); how each is spelled as a package comes from the matrix.
+must never be picked up).
 """
 
 from __future__ import annotations
@@ -32,13 +37,101 @@ ARCH = "x86_64"
 DRIVER_VERSIONS = ("570.133.20", "570.148.08")
 CUDA_VERSIONS = ("12.8.0", "12.8.1")  # cuda-toolkit-12-8 releases (12.8.1 is the 12.8 pin)
 CUDA_OTHER = "12.9.1"  # a second toolkit, for the alternatives test
-NCCL_VERSIONS = ("2.26.2", "2.26.5")
-NCCL_CUDA = "12.8"
-DCGM_VERSIONS = ("4.2.3", "4.3.1")
+NCCL_CUDA = "12.8"  # the CUDA minor of the lab's pin
+# NCCL builds as (release, CUDA minor): the pinned release for the pin's CUDA, the same release for
+# another CUDA minor (a role must pick by +cuda<minor>), and a newer release.
+NCCL_BUILDS = (("2.26.2", NCCL_CUDA), ("2.26.2", "12.4"), ("2.26.5", "12.9"))
+NCCL_VERSIONS = tuple(dict.fromkeys(release for release, _cuda in NCCL_BUILDS))
+DCGM_VERSIONS = ("4.2.3", "4.4.0")
 DCGM_CUDA = "12.8"
-DCGM_EXPORTER_VERSIONS = ("4.1.3", "4.4.0")  # 4.1.3 is paired with DCGM 4.2.3
+DCGM_EXPORTER_VERSIONS = ("4.1.3", "4.8.4.3955")  # 4.1.3 is paired with DCGM 4.2.3
 TOOLKIT_VERSIONS = ("1.17.5", "1.17.8")
 DOCA_VERSIONS = ("2.10.0", "2.9.1")  # 2.10.0 is the lab's pin
+
+_CUDA_UBU2404 = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
+_CUDA_DEB12 = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+_NCCL_DOWNLOAD = "https://developer.nvidia.com/nccl/nccl-download"
+_NCCL_LEGACY = "https://developer.nvidia.com/nccl/nccl-legacy-downloads"
+
+
+class Published(NamedTuple):
+    """A package version string as NVIDIA publishes it, and where it was read."""
+
+    version: str
+    source: str
+    note: str = ""
+
+
+# (component, upstream release[, CUDA minor]) -> the package version the stand-in carries.
+PUBLISHED: dict[tuple[str, ...], Published] = {
+    # The driver's revision follows the release, not the branch: NVIDIA's Ubuntu 24.04 repository lists
+    # 570.133.20-0ubuntu1 and then 570.148.08-1ubuntu1 (vendor matrix, driver package rows). The
+    # stand-in carries these, not Debian's regular -1, so that a role spelling a revision fails.
+    ("driver", "570.133.20"): Published(
+        "570.133.20-0ubuntu1", _CUDA_UBU2404, "pinned publicly as nvidia-driver-570-open=570.133.20-0ubuntu1"
+    ),
+    ("driver", "570.148.08"): Published(
+        "570.148.08-1ubuntu1", _CUDA_UBU2404, "pinned publicly as nvidia-open-570=570.148.08-1ubuntu1"
+    ),
+    # The fabric manager's revision is not the driver's: -1 beside the driver's -0ubuntu1 (public install
+    # scripts fetch nvidia-fabricmanager_<release>-1 from NVIDIA's repositories).
+    ("fabricmanager", "570.133.20"): Published("570.133.20-1", _CUDA_DEB12, "nvidia-fabricmanager-570_570.133.20-1"),
+    ("fabricmanager", "570.148.08"): Published("570.148.08-1", _CUDA_DEB12, "nvidia-fabricmanager-570_570.148.08-1"),
+    ("cuda", "12.8.0"): Published("12.8.0-1", _CUDA_DEB12, "cuda-toolkit-12-8_12.8.0-1 (public install scripts)"),
+    ("cuda", "12.8.1"): Published("12.8.1-1", _CUDA_DEB12, "cuda-toolkit-12-8=12.8.1-1 (public install scripts)"),
+    ("cuda", "12.9.1"): Published("12.9.1-1", _CUDA_DEB12, "cuda-toolkit-12-9=12.9.1-1 (public install scripts)"),
+    # GPUDirect Storage carries a version of its own, not the toolkit's: Amazon's GPU AMI release notes list
+    # nvidia-gds-12-8 12.8.0-1 and later 12.8.2-1 beside toolkit 12.8.1.
+    ("gds", "12.8.0"): Published(
+        "12.8.0-1", "https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html"
+    ),
+    ("gds", "12.8.1"): Published(
+        "12.8.2-1", "https://docs.aws.amazon.com/dlami/latest/devguide/appendix-ami-release-notes.html"
+    ),
+    ("gds", "12.9.1"): Published("12.9.1-1", _CUDA_DEB12, "not read: the stand-in of the second toolkit's GDS"),
+    # NCCL is built once per CUDA minor. NVIDIA re-spins such builds as -2 (NVSHMEM 2.9.0-2+cuda12.1,
+    # https://developer.download.nvidia.com/compute/redist/nvshmem/2.9.0/builds/cuda12.1/txz/ubuntu22_04/x64/);
+    # the stand-in of the lab's pin is such a re-spin, so a role spelling <release>-1+cuda<minor> fails.
+    ("nccl", "2.26.2", "12.8"): Published(
+        "2.26.2-2+cuda12.8", _NCCL_DOWNLOAD, "re-spin of libnccl2=2.26.2-1+cuda12.8 (the download page's pin)"
+    ),
+    ("nccl", "2.26.2", "12.4"): Published("2.26.2-1+cuda12.4", _NCCL_LEGACY, "nccl_2.26.2-1+cuda12.4_x86_64"),
+    ("nccl", "2.26.5", "12.9"): Published("2.26.5-1+cuda12.9", _NCCL_DOWNLOAD, "libnccl2=2.26.5-1+cuda12.9"),
+    # DCGM's packages carry epoch 1 (public pins datacenter-gpu-manager-4-core=1:4.4.0-1).
+    ("dcgm", "4.2.3"): Published("1:4.2.3-1", _CUDA_DEB12, "the shape of the 4.4.0 pin; 4.2.3's own not read"),
+    ("dcgm", "4.4.0"): Published("1:4.4.0-1", _CUDA_DEB12, "datacenter-gpu-manager-4-core=1:4.4.0-1"),
+    # The exporter's later releases put a build number in the version (4.8.4.3955-1).
+    ("dcgm-exporter", "4.1.3"): Published(
+        "4.1.3-1",
+        "https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/datacenter-gpu-manager-exporter-4.1.3-1.x86_64.rpm",
+    ),
+    ("dcgm-exporter", "4.8.4.3955"): Published(
+        "4.8.4.3955-1", "https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/"
+    ),
+    ("container-toolkit", "1.17.5"): Published(
+        "1.17.5-1", "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/", "public pins =1.17.5-1"
+    ),
+    ("container-toolkit", "1.17.8"): Published(
+        "1.17.8-1",
+        "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html",
+        "NVIDIA_CONTAINER_TOOLKIT_VERSION=1.17.8-1",
+    ),
+    # DOCA's packages carry the release's build number, not a revision (doca-host bundles
+    # doca-host_<release>-<build>-<ofed>-<distro>_amd64.deb under https://www.mellanox.com/downloads/DOCA/).
+    ("doca-ofed", "2.10.0"): Published(
+        "2.10.0-093000", "https://www.mellanox.com/downloads/DOCA/DOCA_v2.10.0/host/", "doca-host_2.10.0-093000-25.01"
+    ),
+    ("doca-ofed", "2.9.1"): Published(
+        "2.9.1-018000", "https://www.mellanox.com/downloads/DOCA/DOCA_v2.9.1/host/", "doca-host_2.9.1-018000-24.10"
+    ),
+}
+
+
+def published(*key: str) -> str:
+    """The cited version string of a stand-in; an error when the table has none (never a rule)."""
+    if key not in PUBLISHED:
+        raise SystemExit(f"matrix_packages: no cited version for {key}: add a PUBLISHED row with its source")
+    return PUBLISHED[key].version
 
 
 class Package(NamedTuple):
@@ -70,7 +163,7 @@ def driver(version: str) -> dict[str, object]:
     (persistenced,) = _same_on_every_os("driver", "persistenced_packages", version)
     (fabricmanager,) = _same_on_every_os("fabricmanager", "packages", version)
     return {
-        "version": _same_on_every_os("driver", "package_version", version),
+        "version": published("driver", version),
         "driver": open_[0],
         "kmod_open": open_[1],
         "kmod_proprietary": proprietary[1],
@@ -78,7 +171,7 @@ def driver(version: str) -> dict[str, object]:
         "smi": smi,
         "persistenced": persistenced,
         "fabricmanager": fabricmanager,
-        "fabricmanager_version": _same_on_every_os("fabricmanager", "package_version", version),
+        "fabricmanager_version": published("fabricmanager", version),
     }
 
 
@@ -86,7 +179,12 @@ def cuda(version: str) -> dict[str, object]:
     minor = ".".join(version.split(".")[:2])
     (toolkit,) = _same_on_every_os("cuda", "packages", cuda=minor)
     (gds,) = _same_on_every_os("cuda", "gds_packages", cuda=minor)
-    return {"version": _same_on_every_os("cuda", "package_version", version), "toolkit": toolkit, "gds": gds}
+    return {
+        "version": published("cuda", version),
+        "toolkit": toolkit,
+        "gds": gds,
+        "gds_version": published("gds", version),
+    }
 
 
 def packages() -> list[Package]:
@@ -101,23 +199,23 @@ def packages() -> list[Package]:
         c = cuda(v)
         out += [
             Package("cuda", v, str(c["toolkit"]), str(c["version"])),
-            Package("cuda", v, str(c["gds"]), str(c["version"])),
+            Package("cuda", v, str(c["gds"]), str(c["gds_version"])),
         ]
     nccl_names = _same_on_every_os("nccl", "packages")
-    for v in NCCL_VERSIONS:
-        pv = _same_on_every_os("nccl", "package_version", v, cuda=NCCL_CUDA)
+    for v, cuda_minor in NCCL_BUILDS:
+        pv = published("nccl", v, cuda_minor)
         out += [Package("nccl", v, name, pv) for name in nccl_names]
     for v in DCGM_VERSIONS:
-        pv = _same_on_every_os("dcgm", "package_version", v)
+        pv = published("dcgm", v)
         out += [Package("dcgm", v, name, pv) for name in _same_on_every_os("dcgm", "packages", v, cuda=DCGM_CUDA)]
     for v in DCGM_EXPORTER_VERSIONS:
-        pv = _same_on_every_os("dcgm-exporter", "package_version", v)
+        pv = published("dcgm-exporter", v)
         out.append(Package("dcgm-exporter", v, _same_on_every_os("dcgm-exporter", "package", v), pv))
     for v in TOOLKIT_VERSIONS:
-        pv = _same_on_every_os("container-toolkit", "package_version", v)
+        pv = published("container-toolkit", v)
         out += [Package("container-toolkit", v, n, pv) for n in _same_on_every_os("container-toolkit", "packages", v)]
     for v in DOCA_VERSIONS:
-        pv = _same_on_every_os("doca-ofed", "package_version", v)
+        pv = published("doca-ofed", v)
         names = _same_on_every_os("doca-ofed", "packages", v) + _same_on_every_os("doca-ofed", "userspace_packages", v)
         out += [Package("doca-ofed", v, n, pv) for n in names]
     return out
@@ -126,9 +224,9 @@ def packages() -> list[Package]:
 def _bash() -> str:
     """Assignments build-repo.sh evals: lists of versions, and per version the names and package versions."""
     lines = [
-        "# From molecule/resources/doubles/matrix_packages.py (vendor matrix, "
+        "# From molecule/resources/doubles/matrix_packages.py (names: vendor matrix, "
         + "/".join(OSES)
-        + f" {ARCH}): do not edit",
+        + f" {ARCH}; versions: its cited PUBLISHED table): do not edit",
     ]
 
     def assoc(name: str, mapping: dict[str, object]) -> None:
@@ -143,21 +241,23 @@ def _bash() -> str:
         assoc(f"drv_{key}", {v: driver(v)[key] for v in DRIVER_VERSIONS})
     array("cuda_versions", CUDA_VERSIONS)
     lines.append(f"cuda_other={shlex.quote(CUDA_OTHER)}")
-    for key in ("version", "toolkit", "gds"):
+    for key in ("version", "toolkit", "gds", "gds_version"):
         assoc(f"cuda_{key}", {v: cuda(v)[key] for v in (*CUDA_VERSIONS, CUDA_OTHER)})
-    array("nccl_versions", NCCL_VERSIONS)
+    # One entry per build: "<release>+cuda<minor>" -> its package version.
+    builds = {f"{v}+cuda{c}": published("nccl", v, c) for v, c in NCCL_BUILDS}
+    array("nccl_builds", builds)
     lib, dev = _same_on_every_os("nccl", "packages")
     lines += [f"nccl_lib={shlex.quote(lib)}", f"nccl_dev={shlex.quote(dev)}"]
-    assoc("nccl_version", {v: _same_on_every_os("nccl", "package_version", v, cuda=NCCL_CUDA) for v in NCCL_VERSIONS})
+    assoc("nccl_version", builds)
     array("dcgm_versions", DCGM_VERSIONS)
     core, cuda_pkg = _same_on_every_os("dcgm", "packages", DCGM_VERSIONS[0], cuda=DCGM_CUDA)
     lines += [f"dcgm_core={shlex.quote(core)}", f"dcgm_cuda={shlex.quote(cuda_pkg)}"]
-    assoc("dcgm_version", {v: _same_on_every_os("dcgm", "package_version", v) for v in DCGM_VERSIONS})
+    assoc("dcgm_version", {v: published("dcgm", v) for v in DCGM_VERSIONS})
     array("dcgm_exporter_versions", DCGM_EXPORTER_VERSIONS)
     lines.append(f"dcgm_exporter_pkg={shlex.quote(_same_on_every_os('dcgm-exporter', 'package'))}")
     assoc(
         "dcgm_exporter_version",
-        {v: _same_on_every_os("dcgm-exporter", "package_version", v) for v in DCGM_EXPORTER_VERSIONS},
+        {v: published("dcgm-exporter", v) for v in DCGM_EXPORTER_VERSIONS},
     )
     array("toolkit_versions", TOOLKIT_VERSIONS)
     toolkit, base, tools, lib1 = _same_on_every_os("container-toolkit", "packages")
@@ -167,14 +267,12 @@ def _bash() -> str:
         f"ctk_tools={shlex.quote(tools)}",
         f"ctk_lib={shlex.quote(lib1)}",
     ]
-    assoc(
-        "toolkit_version", {v: _same_on_every_os("container-toolkit", "package_version", v) for v in TOOLKIT_VERSIONS}
-    )
+    assoc("toolkit_version", {v: published("container-toolkit", v) for v in TOOLKIT_VERSIONS})
     array("doca_versions", DOCA_VERSIONS)
     (doca,) = _same_on_every_os("doca-ofed", "packages")
     (doca_user,) = _same_on_every_os("doca-ofed", "userspace_packages")
     lines += [f"doca_pkg={shlex.quote(doca)}", f"doca_userspace_pkg={shlex.quote(doca_user)}"]
-    assoc("doca_version", {v: _same_on_every_os("doca-ofed", "package_version", v) for v in DOCA_VERSIONS})
+    assoc("doca_version", {v: published("doca-ofed", v) for v in DOCA_VERSIONS})
     # DOCA's per-distro path element, for each OS the doubles serve.
     assoc(
         "doca_distro",

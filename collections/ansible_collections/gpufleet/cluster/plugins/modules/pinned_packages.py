@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: pinned_packages
-short_description: Install packages at an exact version, hold them and keep unattended-upgrades away (apt)
+short_description: Install packages at an exact or resolved version, hold them, fence unattended-upgrades (apt)
 version_added: 0.1.0
 description:
   - The install path every role of the GPU stack shares on Debian and Ubuntu. One C(dpkg-query) reads which of
@@ -21,7 +21,15 @@ description:
     install and hold (also as a diff). On a fresh host the repository may not be configured yet (its source
     is only previewed by the same check run), so a version the repositories lack is then a warning and the
     RV(unavailable) list, not a failure.
-  - Debian and Ubuntu only (dpkg and apt); the roles' Red Hat paths use dnf and dnf versionlock.
+  - A package pinned by its upstream release (O(upstream_version), O(upstream_versions)) is resolved on the
+    host, not spelled by rule; the revision a repository adds (C(-1), C(-0ubuntu1), C(-1ubuntu1),
+    C(-1+cuda12.9), a C(-2) re-spin) is whatever C(apt-cache madison) lists. The one version whose
+    upstream part is the pin and whose text carries O(version_contains) is installed and held at that exact
+    version (RV(resolved)); none or several is an error before anything is changed, listing the versions the
+    repositories do offer, with O(missing_hint). A package already installed at a matching version is kept
+    without asking the repositories (a second run changes nothing even if the repository re-spun it since).
+  - Debian and Ubuntu only (dpkg and apt); the roles' Red Hat paths use dnf and dnf versionlock, resolved
+    with the gpufleet.cluster.dnf_resolve filter.
 options:
   name:
     description:
@@ -35,9 +43,26 @@ options:
     description: One exact package version (as dpkg prints it, epoch included) for every name of O(name).
     type: str
   versions:
-    description: An exact version per package name; wins over O(version).
+    description: An exact version per package name; wins over O(version), O(upstream_version) and O(upstream_versions).
     type: dict
     default: {}
+  upstream_version:
+    description:
+      - The upstream release (C(580.159.04), C(2.27.7), C(4.2.3)) every name of O(name) without an exact
+        version is pinned to, resolved against the versions C(apt-cache madison) lists (any revision; an
+        epoch on the repository's version is ignored unless the pin gives one).
+      - Mutually exclusive with O(version).
+    type: str
+  upstream_versions:
+    description: An upstream release per package name, resolved like O(upstream_version); wins over it and O(version).
+    type: dict
+    default: {}
+  version_contains:
+    description:
+      - Text a resolved version must carry besides its upstream release, e.g. C(+cuda12.9) for NCCL, whose
+        packages are built once per CUDA minor (C(2.27.7-1+cuda12.9), C(2.27.7-1+cuda13.0)).
+    type: str
+    default: ""
   also_install:
     description:
       - Packages installed in the same apt transaction when they are not installed at all, at the
@@ -98,16 +123,24 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Install the toolkit at the pinned version and hold it
+- name: Install the toolkit at an exact version and hold it
   gpufleet.cluster.pinned_packages:
-    name: "{{ cuda_packages }}"
-    version: "{{ cuda_package_version }}"
-    hold: "{{ cuda_hold }}"
+    name: [cuda-toolkit-12-8]
+    version: 12.8.1-1
     owner: cuda
     missing_hint: "The nvidia_driver role configures NVIDIA's CUDA repository: run it first."
     unattended_upgrades_file: /etc/apt/apt.conf.d/51gpufleet-cuda
-    unattended_upgrades_note: "CUDA is pinned to {{ cuda_version }}: upgrades go through gpufleet only."
+    unattended_upgrades_note: "CUDA is pinned to 12.8: upgrades go through gpufleet only."
   register: __cuda_install
+
+- name: Install NCCL 2.27.7 built for CUDA 12.9, whatever revision the repository gives it, and hold it
+  gpufleet.cluster.pinned_packages:
+    name: [libnccl2, libnccl-dev]
+    upstream_version: 2.27.7
+    version_contains: +cuda12.9
+    owner: nccl
+    missing_hint: "Check software.nccl and software.cuda in the brief."
+  register: __nccl_install  # __nccl_install.resolved: {"libnccl2": "2.27.7-1+cuda12.9", ...}
 
 - name: Reload systemd only when a package was installed (not merely held)
   ansible.builtin.systemd_service:
@@ -139,9 +172,18 @@ held:
   elements: str
   returned: always
 unavailable:
-  description: Check mode only - the packages the configured repositories do not offer at their version (yet).
+  description:
+    - Check mode only - the packages the configured repositories do not offer at their version (yet); an
+      unresolved upstream pin as C(name=<release>-*).
   type: list
   elements: str
+  returned: always
+resolved:
+  description:
+    - The exact version of every package of O(name) with a version, as package -> version; for an upstream pin
+      the version installed at a matching release, or the one the repositories offer. An upstream pin not
+      resolved in check mode is left out.
+  type: dict
   returned: always
 unattended_upgrades_changed:
   description: Whether the blacklist file was (or, in check mode, would be) written.
@@ -154,6 +196,11 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.cluster.plugins.module_utils.common.pkg_resolve import (
+    matches,
+    parse_madison,
+    resolve_all,
+)
 
 DPKG_FORMAT = "-f=${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"
 
@@ -264,6 +311,11 @@ class Pinner:
         _rc, out, err = self.run(["apt-cache", "show", *specs], "apt-cache show", check_rc=False)
         return lacking(specs, parse_offered(out)), err.strip()
 
+    def madison(self, names: list[str]) -> dict[str, list[str]]:
+        """The versions the configured repositories offer for each name (an unknown name: none)."""
+        _rc, out, _err = self.run(["apt-cache", "madison", *names], "apt-cache madison", check_rc=False)
+        return parse_madison(out)
+
     def apt_get(self, *args: str) -> list[str]:
         timeout = str(self.module.params["lock_timeout"])
         return ["apt-get", *args, "-o", f"DPkg::Lock::Timeout={timeout}"]
@@ -294,6 +346,9 @@ def main() -> None:
             "name": {"type": "list", "elements": "str", "required": True},
             "version": {"type": "str"},
             "versions": {"type": "dict", "default": {}},
+            "upstream_version": {"type": "str"},
+            "upstream_versions": {"type": "dict", "default": {}},
+            "version_contains": {"type": "str", "default": ""},
             "also_install": {"type": "list", "elements": "str", "default": []},
             "upgrade": {"type": "bool", "default": False},
             "hold": {"type": "bool", "default": True},
@@ -305,6 +360,7 @@ def main() -> None:
             "unattended_upgrades_note": {"type": "str", "default": ""},
             "unattended_upgrades_extra": {"type": "list", "elements": "str", "default": []},
         },
+        mutually_exclusive=[("version", "upstream_version")],
         supports_check_mode=True,
     )
     p = module.params
@@ -313,10 +369,25 @@ def main() -> None:
     bad = [n for n in names + extra if "=" in n or " " in n]
     if bad:
         module.fail_json(msg=f"pinned_packages: give bare package names (versions go in version/versions), found {bad}")
-    wanted = {n: (str(p["versions"][n]) if n in p["versions"] else p["version"]) or None for n in names}
-    unknown = sorted(set(p["versions"]) - set(names))
-    if unknown:
-        module.fail_json(msg=f"pinned_packages: versions names packages not in name: {unknown}")
+    # Per name: an exact version, else an upstream release to resolve, else the exact version for all, else
+    # the upstream release for all.
+    upstream: dict[str, str] = {}
+    wanted: dict[str, str | None] = {}
+    for n in names:
+        if n in p["versions"]:
+            wanted[n] = str(p["versions"][n]) or None
+        elif n in p["upstream_versions"] and str(p["upstream_versions"][n]):
+            upstream[n] = str(p["upstream_versions"][n])
+        elif p["version"]:
+            wanted[n] = p["version"]
+        elif p["upstream_version"]:
+            upstream[n] = p["upstream_version"]
+        else:
+            wanted[n] = None
+    for option in ("versions", "upstream_versions"):
+        unknown = sorted(set(p[option]) - set(names))
+        if unknown:
+            module.fail_json(msg=f"pinned_packages: {option} names packages not in name: {unknown}")
     if not shutil.which("dpkg-query"):
         module.fail_json(msg="pinned_packages: no dpkg-query on this host (Debian and Ubuntu only)")
 
@@ -329,25 +400,61 @@ def main() -> None:
         "held": [],
         "unavailable": [],
         "unattended_upgrades_changed": False,
+        "resolved": {},
     }
     diffs: dict = {"before": "", "after": ""}
-    before = pinner.dpkg(list(wanted) + extra) if wanted or extra else {}
+    before = pinner.dpkg(names + extra) if names or extra else {}
+    contains = p["version_contains"]
+    # An upstream pin the installed version already matches stays as it is; the others are resolved
+    # against the repositories before anything is changed.
+    to_resolve = {}
+    for n, release in upstream.items():
+        if n in before and matches(before[n], release, contains):
+            wanted[n] = before[n]
+        else:
+            to_resolve[n] = release
+    updated = False
+    unresolved: set[str] = set()
+    if to_resolve:
+        if p["update_cache"] and not module.check_mode:
+            pinner.run(pinner.apt_get("update", "-q"), "apt-get update")
+            updated = True
+        found, errors = resolve_all(pinner.madison(list(to_resolve)), to_resolve, dict.fromkeys(to_resolve, contains))
+        wanted.update(found)
+        if errors:
+            text = (
+                f"The configured repositories offer no single version for the pin: {'; '.join(errors)}."
+                f"{' ' + p['missing_hint'] if p['missing_hint'] else ''}"
+            )
+            pattern = "-*" + (contains + "*" if contains else "")
+            result["unavailable"] = [f"{n}={r}{pattern}" for n, r in to_resolve.items() if n not in found]
+            if not module.check_mode:
+                module.fail_json(msg=text, **{k: v for k, v in result.items() if k != "changed"})
+            module.warn(text + " (check mode: the repository may only be previewed yet)")
+            # Shown as the release pattern in what check mode would install.
+            for n, r in to_resolve.items():
+                if n not in found:
+                    unresolved.add(n)
+                    wanted[n] = f"{r}{pattern}"
+    result["resolved"] = {n: v for n, v in wanted.items() if v is not None and n not in unresolved}
+    wanted = {n: wanted[n] for n in names}
     missing, install, already = plan(wanted, extra, before, p["upgrade"])
     result.update(missing=missing, already=already)
 
     if install:
-        if p["update_cache"] and not module.check_mode:
+        if p["update_cache"] and not module.check_mode and not updated:
             pinner.run(pinner.apt_get("update", "-q"), "apt-get update")
         # Only the pinned names are looked up: an also_install name may be virtual (apt-cache show refuses
         # those), and apt-get install names an unknown one itself.
-        pinned = [item for item in install if item.partition("=")[0] in wanted]
+        # Resolved upstream pins are offered by construction (unresolved ones are reported above).
+        pinned = [i for i in install if i.partition("=")[0] in wanted and i.partition("=")[0] not in upstream]
         lack, message = pinner.offered(pinned) if pinned else ([], "")
         if lack:
             text = (
                 f"The configured repositories do not offer {', '.join(lack)}"
                 f"{' (' + message + ')' if message else ''}.{' ' + p['missing_hint'] if p['missing_hint'] else ''}"
             )
-            result["unavailable"] = lack
+            result["unavailable"] = result["unavailable"] + lack
             if not module.check_mode:
                 module.fail_json(msg=text, **{k: v for k, v in result.items() if k != "changed"})
             module.warn(text + " (check mode: the repository may only be previewed yet)")

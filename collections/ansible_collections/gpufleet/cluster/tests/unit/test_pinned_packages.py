@@ -41,6 +41,16 @@ DOUBLE = textwrap.dedent(
                 print(f"dpkg-query: no packages found matching {{n}}", file=sys.stderr)
                 rc = 1
         sys.exit(rc)
+    if tool == "apt-cache" and args[0] == "madison":
+        # apt's Madison(): "<package> | <version> | <archive URI> <suite/component> Packages", right-aligned
+        # in 10 columns; an unknown name is a notice on stderr and exit 0.
+        for n in args[1:]:
+            if n not in db["repo"]:
+                print(f"N: Unable to locate package {{n}}", file=sys.stderr)
+            for ver in reversed(db["repo"].get(n, [])):
+                uri = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64"
+                print(f"{{n:>10}} | {{ver:>10}} | {{uri}}  Packages")
+        sys.exit(0)
     if tool == "apt-cache":
         rc = 0
         for spec in args[1:]:
@@ -310,3 +320,128 @@ def test_versions_for_names_not_listed_are_refused(apt):
     with module_args({"name": NCCL, "versions": {"libnccl3": "1"}}), pytest.raises(FailJson) as exc:
         pp.main()
     assert "libnccl3" in exc.value.args[0]["msg"]
+
+
+# Upstream pins, resolved against the repository. The versions below are shaped like the listings of
+# NVIDIA's CUDA repositories (https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/
+# and .../debian12/x86_64/): the Ubuntu driver's revision alternates between releases (-0ubuntu1, -1ubuntu1),
+# NCCL is built once per CUDA minor (-1+cuda12.8, -1+cuda12.9), DCGM carries an epoch (1:4.2.3-1).
+DRV = ["nvidia-driver-580-open", "nvidia-dkms-580-open"]
+DRV_REPO = ["580.65.06-0ubuntu1", "580.82.07-1ubuntu1", "580.95.05-0ubuntu1"]
+
+
+def test_upstream_pin_resolves_the_one_matching_revision_and_installs_it_exactly(apt):
+    apt.set(repo=dict.fromkeys(DRV, DRV_REPO))
+    out = run({"name": DRV, "upstream_version": "580.82.07"})
+    # Neither -1 (Debian's rule) nor -0ubuntu1 (the previous release's): the revision the repository has.
+    assert out["resolved"] == dict.fromkeys(DRV, "580.82.07-1ubuntu1")
+    assert out["installed"] == [f"{n}=580.82.07-1ubuntu1" for n in DRV]
+    assert apt.calls("apt-cache") == [["apt-cache", "madison", *DRV]]
+    install = apt.calls("apt-get")[0]
+    assert [a for a in install if "=" in a and not a.startswith("Dpkg") and "Lock" not in a] == [
+        f"{n}=580.82.07-1ubuntu1" for n in DRV
+    ]
+    assert out["held"] == DRV
+    again = run({"name": DRV, "upstream_version": "580.82.07"})
+    assert again["changed"] is False and again["resolved"] == out["resolved"]
+    assert len(apt.calls("apt-cache")) == 1  # installed at a matching version: the repository is not asked
+
+
+def test_required_text_picks_the_build_for_the_cuda_minor(apt):
+    repo = ["2.27.7-1+cuda12.8", "2.27.7-1+cuda12.9", "2.27.7-1+cuda13.0", "2.28.3-1+cuda12.9"]
+    apt.set(repo=dict.fromkeys(NCCL, repo))
+    out = run({"name": NCCL, "upstream_version": "2.27.7", "version_contains": "+cuda12.9"})
+    assert out["resolved"] == dict.fromkeys(NCCL, "2.27.7-1+cuda12.9")
+    assert apt.db()["installed"]["libnccl2"][0] == "2.27.7-1+cuda12.9"
+
+
+def test_epoch_of_the_repository_is_kept_in_the_resolved_version(apt):
+    apt.set(repo={"datacenter-gpu-manager-4-core": ["1:4.2.3-1", "1:4.3.1-1"]})
+    out = run({"name": ["datacenter-gpu-manager-4-core"], "upstream_version": "4.2.3"})
+    assert out["resolved"] == {"datacenter-gpu-manager-4-core": "1:4.2.3-1"}
+
+
+def test_no_match_fails_before_any_change_listing_what_the_repository_offers(apt):
+    apt.set(repo=dict.fromkeys(DRV, DRV_REPO))
+    hint = "Check software.driver in the brief (nvidia_driver_version)."
+    args = {"name": DRV, "upstream_version": "580.159.04", "missing_hint": hint}
+    with module_args(args), pytest.raises(FailJson) as exc:
+        pp.main()
+    msg = exc.value.args[0]["msg"]
+    for n in DRV:
+        assert f"{n}: no version matches 580.159.04-*; the repositories offer {', '.join(reversed(DRV_REPO))}" in msg
+    assert msg.endswith(hint)
+    assert exc.value.args[0]["unavailable"] == [f"{n}=580.159.04-*" for n in DRV]
+    assert apt.calls("apt-get") == [] and apt.calls("apt-mark") == []
+
+
+def test_several_matches_are_an_error_naming_them(apt):
+    # A re-spun build next to the first one (NVIDIA's repositories do re-spin a release, e.g. -1 then -2).
+    apt.set(repo={"libnccl2": ["2.27.7-1+cuda12.9", "2.27.7-2+cuda12.9"]})
+    args = {"name": ["libnccl2"], "upstream_version": "2.27.7", "version_contains": "+cuda12.9"}
+    with module_args(args), pytest.raises(FailJson) as exc:
+        pp.main()
+    msg = exc.value.args[0]["msg"]
+    assert "libnccl2: 2 versions match 2.27.7-*+cuda12.9* (2.27.7-2+cuda12.9, 2.27.7-1+cuda12.9)" in msg
+    assert apt.calls("apt-get") == []
+
+
+def test_unknown_package_is_named_with_none_offered(apt):
+    apt.set(repo={})
+    with module_args({"name": ["nvidia-imex"], "upstream_version": "580.82.07"}), pytest.raises(FailJson) as exc:
+        pp.main()
+    assert "nvidia-imex: no version matches 580.82.07-*; the repositories offer none" in exc.value.args[0]["msg"]
+
+
+def test_unresolvable_pin_in_check_mode_is_a_warning_and_unavailable(apt, monkeypatch):
+    warnings = []
+    monkeypatch.setattr(pp.AnsibleModule, "warn", lambda self, msg: warnings.append(msg))
+    apt.set(repo={})
+    out = run({"name": NCCL, "upstream_version": "2.27.7", "version_contains": "+cuda12.9"}, check=True)
+    assert out["unavailable"] == [f"{n}=2.27.7-*+cuda12.9*" for n in NCCL]
+    assert out["installed"] == [f"{n}=2.27.7-*+cuda12.9*" for n in NCCL]
+    assert out["resolved"] == {} and out["held"] == NCCL
+    assert any("no version matches 2.27.7-*+cuda12.9*" in w for w in warnings), warnings
+    assert apt.calls("apt-get") == [] and [c for c in apt.calls("apt-mark") if c[1] == "hold"] == []
+
+
+def test_check_mode_resolves_and_reports_the_exact_version(apt):
+    apt.set(installed={"libnccl2": ["2.26.2-1+cuda12.8", "hi "]}, repo={"libnccl2": ["2.27.7-1+cuda12.9"]})
+    out = run({"name": ["libnccl2"], "upstream_version": "2.27.7", "version_contains": "+cuda12.9"}, check=True)
+    assert out["resolved"] == {"libnccl2": "2.27.7-1+cuda12.9"} and out["unavailable"] == []
+    assert out["installed"] == ["libnccl2=2.27.7-1+cuda12.9"]
+    assert apt.calls("apt-get") == []
+    assert apt.db()["installed"]["libnccl2"][0] == "2.26.2-1+cuda12.8"
+
+
+def test_installed_version_of_another_release_is_replaced_by_the_resolved_one(apt):
+    apt.set(
+        installed={"libnccl2": ["2.27.7-1+cuda12.8", "hi "]},
+        repo={"libnccl2": ["2.27.7-1+cuda12.8", "2.27.7-1+cuda12.9"]},
+        holds=["libnccl2"],
+    )
+    out = run({"name": ["libnccl2"], "upstream_version": "2.27.7", "version_contains": "+cuda12.9"})
+    assert out["installed"] == ["libnccl2=2.27.7-1+cuda12.9"]
+
+
+def test_exact_versions_stay_exact_beside_upstream_pins(apt):
+    apt.set(repo={"nvidia-fabricmanager": ["580.82.07-1"], "nvidia-driver-cuda": ["580.82.07-1", "580.82.07-2"]})
+    out = run(
+        {
+            "name": ["nvidia-driver-cuda", "nvidia-fabricmanager"],
+            "upstream_versions": {"nvidia-fabricmanager": "580.82.07"},
+            "versions": {"nvidia-driver-cuda": "580.82.07-2"},
+        }
+    )
+    assert out["resolved"] == {"nvidia-driver-cuda": "580.82.07-2", "nvidia-fabricmanager": "580.82.07-1"}
+    assert apt.calls("apt-cache") == [
+        ["apt-cache", "madison", "nvidia-fabricmanager"],
+        ["apt-cache", "show", "nvidia-driver-cuda=580.82.07-2"],
+    ]
+
+
+def test_version_and_upstream_version_are_exclusive(apt):
+    apt.set()
+    with module_args({"name": NCCL, "version": "1-1", "upstream_version": "1"}), pytest.raises(FailJson) as exc:
+        pp.main()
+    assert "mutually exclusive" in exc.value.args[0]["msg"]

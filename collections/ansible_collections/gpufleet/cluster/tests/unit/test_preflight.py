@@ -226,14 +226,6 @@ FAILING = [
     ),
     ("dcgm on debian 13", "slurm", brief_set(("cluster.os", "debian-13")), "VER_NOT_PUBLISHED", None, "cluster.os"),
     (
-        "ubuntu driver revision unconfirmed",
-        "slurm",
-        brief_set(("software.driver", "550.163.01"), ("software.cuda", "12.4")),
-        "VER_DRIVER_REVISION_UNCONFIRMED",
-        None,
-        "software.driver",
-    ),
-    (
         "driver branch debian 13 lacked",
         "slurm",
         brief_set(("cluster.os", "debian-13")),

@@ -273,111 +273,6 @@ ROWS: tuple[Row, ...] = (
     # ---- driver ----
     Row(
         "driver",
-        "package_version",
-        "{version}-1",
-        Source(_DEB13_REPO, note=_DEB_PINS, checked=CHECKED_PUBLISHED),
-        oses=_DEB,
-    ),
-    Row(
-        "driver",
-        "package_version",
-        "{version}-0ubuntu1",
-        Source(
-            _DRV_GUIDE + "ubuntu.html",
-            False,
-            "releases before 570 were not re-read (the suffix is known to vary within a branch, see 570.148.08)",
-            checked=CHECKED_PUBLISHED,
-        ),
-        oses=_UBU,
-        below="570",
-    ),
-    Row(
-        "driver",
-        "package_version",
-        "{version}-0ubuntu1",
-        Source(
-            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/",
-            note="cuda-drivers-570 570.86.10, 570.86.15 and 570.133.20 as -0ubuntu1 in listings and pins quoted "
-            "publicly (nvidia-driver-570-open=570.133.20-0ubuntu1)",
-            checked=CHECKED_PUBLISHED,
-        ),
-        oses=_UBU,
-        minimum="570",
-        below="570.148.08",
-    ),
-    Row(
-        "driver",
-        "package_version",
-        "{version}-1ubuntu1",
-        Source(
-            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/",
-            False,
-            "one public script pins nvidia-open-570=570.148.08-1ubuntu1 and nvidia-persistenced=570.148.08-1ubuntu1 "
-            "(NVIDIA's package names; the repository it read is not shown): an exception between -0ubuntu1 releases",
-            checked=CHECKED_PUBLISHED,
-        ),
-        oses=_UBU,
-        minimum="570.148.08",
-        below="570.148.09",
-    ),
-    Row(
-        "driver",
-        "package_version",
-        "{version}-0ubuntu1",
-        Source(
-            _UBU2404_SBSA_LISTING,
-            note="listings quoted publicly: cuda-drivers-570 570.158.01 and 570.172.08, nvidia-driver-580 575.57.08 "
-            "(as installed), cuda-drivers-580 580.65.06, 580.82.07, 580.95.05 and 580.105.08 are -0ubuntu1",
-            checked=CHECKED_PUBLISHED,
-        ),
-        oses=_UBU,
-        minimum="570.148.09",
-        below="580.126.09",
-    ),
-    Row(
-        "driver",
-        "package_version",
-        "{version}-1ubuntu1",
-        Source(
-            _UBU2404_SBSA_LISTING,
-            note="the same listing: cuda-drivers-580 580.126.09, 580.126.16, 580.126.20, 580.159.03 and later are "
-            "-1ubuntu1 (the suffix follows the release, not the branch)",
-            checked=CHECKED_PUBLISHED,
-        ),
-        oses=_UBU,
-        minimum="580.126.09",
-        below="590",
-    ),
-    Row(
-        "driver",
-        "package_version",
-        "{version}-0ubuntu1",
-        Source(
-            _UBU2404_SBSA_LISTING,
-            note="apt-cache madison nvidia-open as quoted in public notes: 590.48.01-0ubuntu1 (no other 590 release "
-            "was seen)",
-            checked=CHECKED_PUBLISHED,
-        ),
-        oses=_UBU,
-        minimum="590",
-        below="591",
-    ),
-    Row(
-        "driver",
-        "package_version",
-        "{version}-1ubuntu1",
-        Source(
-            _UBU2404_SBSA_LISTING,
-            note="apt-cache madison nvidia-open as quoted in public notes: 595.91.07-1ubuntu1, 610.57.04-1ubuntu1; "
-            "one public install script pins nvidia-driver-open=610.43.02-1ubuntu1",
-            checked=CHECKED_PUBLISHED,
-        ),
-        oses=_UBU,
-        minimum="591",
-    ),
-    Row("driver", "package_version", "{version}", Source(_DRV_LOCK, note="dnf takes name-version"), oses=_RHEL),
-    Row(
-        "driver",
         "packages.open",
         ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"],
         Source(_DEB13_REPO, note="the compute-only driver; " + _DEB_PINS, checked=CHECKED_PUBLISHED),
@@ -605,60 +500,6 @@ ROWS: tuple[Row, ...] = (
         oses=_RHEL,
         minimum="580",
     ),
-    Row(
-        "fabricmanager",
-        "package_version",
-        "{version}-1",
-        Source(
-            "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/",
-            note="the listing as a public install script quotes it: <name>_<version>-1_amd64.deb before and from 580",
-            checked=CHECKED_PUBLISHED,
-        ),
-        oses=_DEB,
-    ),
-    Row(
-        "fabricmanager",
-        "package_version",
-        "{version}-1",
-        Source(
-            _GDC_580,
-            note="'-1', not the driver's '-0ubuntu1'; public install scripts fetch nvidia-fabricmanager_580.95.05-1, "
-            "_580.126.09-1 and _580.126.20-1 from NVIDIA's Ubuntu repositories (releases between 580.126.20 and "
-            "580.173 not read)",
-            checked=CHECKED_PUBLISHED,
-        ),
-        oses=_UBU,
-        below="580.173",
-    ),
-    Row(
-        "fabricmanager",
-        "package_version",
-        "{version}-1ubuntu1",
-        Source(
-            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/",
-            note="nvidia-fabricmanager_580.173.10-1ubuntu1 as a public note installs it from NVIDIA's Ubuntu 24.04 "
-            "driver repository",
-            checked=CHECKED_PUBLISHED,
-        ),
-        oses=_UBU,
-        minimum="580.173",
-        below="590",
-    ),
-    Row(
-        "fabricmanager",
-        "package_version",
-        "{version}-1ubuntu1",
-        Source(
-            "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
-            "nvidia-fabricmanager_610.43.02-1ubuntu1_amd64.deb",
-            note="the file name and its sha256 (9f1513ff...) as a public download script records them (the file "
-            "was not fetched here); NVIDIA's driver container pins '<version>*' from 590",
-            checked=CHECKED_AGAIN,
-        ),
-        oses=_UBU,
-        minimum="590",
-    ),
-    Row("fabricmanager", "package_version", "{version}", Source(_GDC_580, note="dnf name-version"), oses=_RHEL),
     Row("fabricmanager", "unit", "nvidia-fabricmanager", Source(_GDC + "ubuntu24.04/nvidia-driver")),
     Row(
         "fabricmanager",
@@ -724,20 +565,21 @@ ROWS: tuple[Row, ...] = (
     Row(
         "cuda",
         "package_versions",
-        {"12.4": "12.4.1-1"},
+        {"12.4": "12.4.1"},
         Source(
             "https://docs.nvidia.com/cuda/archive/",
             False,
-            "the last update of 12.4 (12.4.1) from the release-notes archive; the package string was searched for "
-            "(cuda-toolkit-12-4=12.4.1-1, cuda-toolkit-12-4_12.4.1-1) and not found here",
+            "the last update of 12.4 (12.4.1) from the release-notes archive; its package (cuda-toolkit-12-4 at "
+            "12.4.1 and the repository's revision) was searched for and not found here",
             checked=CHECKED_PUBLISHED,
         ),
-        doc="cuda-toolkit-<major>-<minor> version per CUDA minor (its last update)",
+        doc="cuda-toolkit-<major>-<minor> release per CUDA minor (its last update; the package revision is "
+        "the repository's, resolved on the host)",
     ),
     Row(
         "cuda",
         "package_versions",
-        {"12.6": "12.6.3-1", "12.8": "12.8.1-1", "12.9": "12.9.1-1"},
+        {"12.6": "12.6.3", "12.8": "12.8.1", "12.9": "12.9.1"},
         Source(
             "https://docs.nvidia.com/cuda/archive/",
             note="the last update of each minor; public install scripts pin cuda-toolkit-12-6=12.6.3-1, "
@@ -748,18 +590,11 @@ ROWS: tuple[Row, ...] = (
     Row(
         "cuda",
         "package_versions",
-        {"13.0": "13.0.2-1"},
+        {"13.0": "13.0.2"},
         Source(
             _CUDA_1302,
             note="13.0 Update 2; cuda-toolkit-13-0=13.0.2-1 is pinned as such by public install scripts",
         ),
-    ),
-    Row(
-        "cuda",
-        "package_version",
-        "{version}-1",
-        Source(_CUDA_1302, note="<release>-1, e.g. cuda-toolkit-13-0=13.0.2-1", checked=CHECKED_AGAIN),
-        doc="cuda-toolkit-<major>-<minor> version of an exact CUDA release",
     ),
     Row(
         "cuda",
@@ -783,7 +618,6 @@ ROWS: tuple[Row, ...] = (
         Source(_NCCL_GUIDE, note="RHEL: yum install libnccl-<v>-1+cuda<c> libnccl-devel-<v>-1+cuda<c>"),
         oses=_RHEL,
     ),
-    Row("nccl", "package_version", "{version}-1+cuda{cuda}", Source(_NCCL_GUIDE)),
     Row(
         "nccl",
         "built_for_cuda",
@@ -861,32 +695,6 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "dcgm",
-        "package_version",
-        "1:{version}-1",
-        Source(
-            "https://packages.microsoft.com/ubuntu/24.04/prod/pool/main/d/dcgm-exporter/"
-            "dcgm-exporter_4.8.3-ubuntu24.04u5.dsc",
-            note="epoch 1: a package built against NVIDIA's DCGM debs declares Build-Depends "
-            "datacenter-gpu-manager-4-core (= 1:4.6.0-1)",
-            checked=CHECKED_AGAIN,
-        ),
-        oses=_APT,
-    ),
-    Row(
-        "dcgm",
-        "package_version",
-        "1:{version}-1",
-        Source(
-            _ROLE,
-            False,
-            "epoch 1 as the .debs carry it; RPM file names show no epoch "
-            "(datacenter-gpu-manager-4-core-4.7.0-1.x86_64.rpm) and no RPM header was read here",
-            checked=CHECKED_AGAIN,
-        ),
-        oses=_RHEL,
-    ),
-    Row(
-        "dcgm",
         "default_version",
         {"12": "4.2.3", "13": "4.4.0"},
         Source(_DCGM_EXP, note="DCGM 4.4 is the first with CUDA 13 (datacenter-gpu-manager-4-cuda13)"),
@@ -934,7 +742,6 @@ ROWS: tuple[Row, ...] = (
         ],
         Source(_CTK_GUIDE),
     ),
-    Row("container-toolkit", "package_version", "{version}-1", Source(_CTK_GUIDE)),
     Row(
         "container-toolkit",
         "containerd_dry_run",
@@ -1072,19 +879,6 @@ ROWS: tuple[Row, ...] = (
             checked=CHECKED_PUBLISHED,
         ),
     ),
-    Row(
-        "doca-ofed",
-        "package_version",
-        "{version}-1",
-        Source(
-            _ROLE,
-            False,
-            "the rdma role installs the profile unpinned (the repository path pins the release), so only the "
-            "test doubles carry this string; NVIDIA's is not <release>-1: a public Dockerfile pins "
-            "doca-ofed-userspace=<release>-019000 (a build number), which no rule here can give",
-            checked=CHECKED_PUBLISHED,
-        ),
-    ),
     # ---- DCGM exporter ----
     Row(
         "dcgm-exporter",
@@ -1110,17 +904,6 @@ ROWS: tuple[Row, ...] = (
             checked=CHECKED_PAIRS,
         ),
         doc="exporter release NVIDIA pairs with each DCGM release",
-    ),
-    Row(
-        "dcgm-exporter",
-        "package_version",
-        "{version}-1",
-        Source(
-            _DCGM_EXP_RPM,
-            note="release 1 of the exporter version (datacenter-gpu-manager-exporter-4.1.3-1); later releases "
-            "add a build number to the version (4.8.4.3955-1), which a pin must then spell out",
-            checked=CHECKED_AGAIN,
-        ),
     ),
     Row(
         "dcgm-exporter",
@@ -1353,7 +1136,7 @@ def value(component: str, key: str, os: str, arch: str = "x86_64", version: str 
 
 
 def cuda_package_versions() -> dict[str, str]:
-    """Every CUDA minor the matrix knows → the cuda-toolkit-<major>-<minor> package version."""
+    """Every CUDA minor the matrix knows → the cuda-toolkit-<major>-<minor> release (its last update)."""
     out: dict[str, str] = {}
     for row in rows("cuda"):
         if row.key == "package_versions":

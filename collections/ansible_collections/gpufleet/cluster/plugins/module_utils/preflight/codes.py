@@ -326,16 +326,6 @@ _ROWS: tuple[tuple, ...] = (
         "read {checked}); check NVIDIA's repository before the run",
     ),
     (
-        "VER_DRIVER_REVISION_UNCONFIRMED",
-        WARNING,
-        "versions",
-        "driver pin whose package revision on the brief's OS no source confirms (Ubuntu's `-0ubuntu1` / "
-        "`-1ubuntu1` follows the release, not the branch)",
-        "expected a driver release whose package revision on {os} the vendor matrix confirms, found {driver}: the "
-        "driver role installs {package_version}, not confirmed ({note}; source: {source}, read {checked}); check "
-        "NVIDIA's repository (apt-cache madison) and set nvidia_driver_package_version if it differs",
-    ),
-    (
         "VER_NCCL_UNKNOWN",
         WARNING,
         "versions",

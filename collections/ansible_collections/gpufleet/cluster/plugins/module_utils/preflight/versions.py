@@ -155,30 +155,8 @@ def check_published(brief: dict) -> list[dict]:
             out.append(make("VER_NOT_PUBLISHED", field, **values))
         else:
             out.append(make("VER_NOT_PUBLISHED_UNCONFIRMED", field, **values))
-    out.extend(_check_driver_revision(sw, os_name, os_key))
     out.extend(_check_nccl_build(sw))
     return out
-
-
-def _check_driver_revision(sw: Mapping[str, Any], os_name: str, os_key: str) -> list[dict]:
-    """The driver role spells the package version from the matrix's revision rows; where the row for
-    this release is unconfirmed, the package it asks for may not exist."""
-    driver = sw.get("driver")
-    row = vendor_matrix.find("driver", "package_version", os_key, version=str(driver)) if driver else None
-    if row is None or row.source.confirmed:
-        return []
-    return [
-        make(
-            "VER_DRIVER_REVISION_UNCONFIRMED",
-            "software.driver",
-            os=os_name,
-            driver=driver,
-            package_version=vendor_matrix.value("driver", "package_version", os_key, version=str(driver)),
-            note=row.source.note,
-            source=row.source.url,
-            checked=row.source.checked,
-        )
-    ]
 
 
 def _check_nccl_build(sw: Mapping[str, Any]) -> list[dict]:
