@@ -39,6 +39,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.address
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.catalogue import Pool, check_catalogue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.codes import make
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.collectives import check_collectives
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.downloads import (
     READ_VARS as DOWNLOAD_VARS,
 )
@@ -132,6 +133,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     out.extend(check_fabric(clean, catalogue))
     out.extend(check_hosts(clean, groups, hostvars, pools, networks))
     out.extend(check_acceptance(clean, catalogue))
+    out.extend(check_collectives(clean, catalogue))  # acceptance.collectives (all_gather, alltoall)
     out.extend(check_launcher(clean, hostvars, pools.controllers))
     out.extend(check_tenants(clean, pools))
     out.extend(check_kubernetes(clean, hostvars, pools, networks))
