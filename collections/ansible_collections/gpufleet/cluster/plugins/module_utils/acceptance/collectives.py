@@ -143,15 +143,19 @@ def records(
             output=output,
         )
         run = (parsed["runs"] or [None])[0]
+        violations = _name_collective(violations, spec, single, nodes)
         found = (run or {}).get("collective")
         if run is not None and found and found != name:
             violations.append(
-                violation(
-                    acc.NCCL_RUN_FAILED,
-                    spec[f"{'single' if single else 'multi'}_node_busbw_gbps_field"],
-                    f"{label}: expected a run of {COLLECTIVES[name]['binary']}, found one of {found}_perf; "
-                    f"set the role's path of {COLLECTIVES[name]['binary']} to that binary",
-                    host if single else None,
+                dict(
+                    violation(
+                        acc.NCCL_RUN_FAILED,
+                        spec[f"{'single' if single else 'multi'}_node_busbw_gbps_field"],
+                        f"{label}: expected a run of {COLLECTIVES[name]['binary']}, found one of {found}_perf; "
+                        f"set the role's path of {COLLECTIVES[name]['binary']} to that binary",
+                        host if single else None,
+                    ),
+                    collective=name,
                 )
             )
         record = {
@@ -168,7 +172,7 @@ def records(
             "output": output,
             "ended": parsed["ended"],
             "failed": parsed["ended"]["status"] != COMPLETED,
-            "violations": _name_collective(violations, spec, single, nodes),
+            "violations": violations,
         }
         if single:
             record["host"] = host
