@@ -382,3 +382,20 @@ def test_a_node_failing_its_single_node_alltoall_is_drained_with_the_collective_
     _single, colls = _records(tmp_path)
     (drain,) = drain_list([], colls, stamp="20260101T000000Z")
     assert drain["host"] == "n1" and "single-node alltoall" in drain["reason"] and "< 390 GB/s floor" in drain["reason"]
+
+
+def test_a_largest_size_short_by_the_per_rank_alignment_only_is_the_briefs_size(tmp_path):
+    # 3 nodes x 8 GPUs: all_gather -e 8G prints 8589934464 (4 elements per rank of 24); real nccl-tests too.
+    profiles = {h: load_profile("h100-hgx-healthy", h) for h in ("n1", "n2", "n3")}
+    args = ("-b", "1G", "-e", "8G", "-f", "2", "-g", "8", "--hosts", "n1,n2,n3")
+    proc = double("all_gather_perf", profiles["n1"], tmp_path, *args, peers=profiles)
+    assert table(proc.stdout)[-1][0] == "8589934464"
+    b = brief({"all_gather": {"multi_node_busbw_gbps": 100}})
+    (spec,) = coll.collective_specs(b, spec_of(b))
+    spec = dict(spec, fabric="none")
+    (record,) = coll.records([{"rc": 0, "stdout": proc.stdout}], [spec], "multi-node", nodes=["n1", "n2", "n3"])
+    assert record["violations"] == []
+    # A run asked for less stays short of the brief's size: warned as for all_reduce.
+    proc = double("all_gather_perf", profiles["n1"], tmp_path, "-b", "1G", "-e", "4G", "-f", "2", "-g", "8")
+    (record,) = coll.records([{"rc": 0, "stdout": proc.stdout}], [spec], "single-node", host="n1")
+    assert [v["code"] for v in record["violations"]] == ["NCCL_SIZE_TOO_SMALL"]
