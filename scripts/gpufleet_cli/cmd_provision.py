@@ -270,7 +270,11 @@ def acceptance_line(reports: str, since: float = 0.0, cluster: str | None = None
         return None
     data, error = try_load_json(path)
     verdict = str(data.get("verdict", "?")).upper() if not error and isinstance(data, dict) else "UNREADABLE"
-    extra = (storage_workload_summary(data) + dcgm_diag_summary(data)) if isinstance(data, dict) else ""
+    extra = (
+        (collectives_summary(data) + storage_workload_summary(data) + dcgm_diag_summary(data))
+        if isinstance(data, dict)
+        else ""
+    )
     left_out = not_accepted_text(data) if isinstance(data, dict) else ""
     warned = warnings_text(data) if isinstance(data, dict) else ""
     return (
@@ -311,6 +315,21 @@ def not_accepted_text(report: dict, shown: int = 5) -> str:
     if len(rows) > shown:
         parts.append(f"and {len(rows) - shown} more in the report")
     return f" (not accepted: {'; '.join(parts)})"
+
+
+def collectives_summary(report: dict) -> str:
+    """``; alltoall: FAIL (all-nodes alltoall h100); all_gather: PASS (4 runs)`` for a report with runs of the
+    collectives beyond all_reduce (docs/nccl-acceptance.md), else ``""``."""
+    runs = [
+        e for e in report.get("runs") or [] if isinstance(e, dict) and e.get("collective") not in (None, "all_reduce")
+    ]
+    parts = []
+    for name in dict.fromkeys(str(e["collective"]) for e in runs):
+        mine = [e for e in runs if e["collective"] == name]
+        failed = [str(e.get("label")) for e in mine if e.get("result") == "fail"]
+        shown = ", ".join(failed[:4]) + (f" and {len(failed) - 4} more" if len(failed) > 4 else "")
+        parts.append(f"{name}: FAIL ({shown})" if failed else f"{name}: PASS ({len(mine)} run(s))")
+    return "".join(f"; {p}" for p in parts)
 
 
 # --- storage and workload acceptance in the summary (docs/storage.md) ---

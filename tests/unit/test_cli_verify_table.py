@@ -111,6 +111,27 @@ def test_acceptance_line_sums_up_storage_and_workload(tmp_path):
     assert acceptance_line(str(tmp_path)).endswith("; workload: not run (check mode: no job submitted)")
 
 
+def test_acceptance_line_sums_up_the_collectives_beyond_all_reduce(tmp_path):
+    from gpufleet_cli.cmd_provision import acceptance_line
+
+    run = tmp_path / "lab" / "20260101T000000Z"
+    run.mkdir(parents=True)
+    runs = [
+        {"label": "single-node gpu01", "result": "pass", "collective": "all_reduce"},
+        {"label": "single-node all_gather gpu01", "result": "pass", "collective": "all_gather"},
+        {"label": "all-nodes all_gather h100", "result": "pass", "collective": "all_gather"},
+        {"label": "single-node alltoall gpu01", "result": "pass", "collective": "alltoall"},
+        {"label": "all-nodes alltoall h100", "result": "fail", "collective": "alltoall"},
+    ]
+    (run / "acceptance.json").write_text(json.dumps({"verdict": "fail", "runs": runs}))
+    assert acceptance_line(str(tmp_path)).endswith(
+        "(scripts/gpufleet report); all_gather: PASS (2 run(s)); alltoall: FAIL (all-nodes alltoall h100)"
+    )
+    # Without them the line is as before.
+    (run / "acceptance.json").write_text(json.dumps({"verdict": "pass", "runs": runs[:1]}))
+    assert acceptance_line(str(tmp_path)).endswith("(scripts/gpufleet report)")
+
+
 def test_only_this_clusters_gate_and_acceptance(tmp_path, monkeypatch):
     """Another inventory's run writing its reports meanwhile is not shown as this run's."""
     import json

@@ -20,7 +20,10 @@ description:
     GRES from the pool's accelerator and GPU count; features from the pool, its labels and the rack).
   - C(slurm_nodes) turns those records into C(NodeName) lines where identical nodes share one range.
   - C(slurm_partitions) gives one C(PartitionName) line per pool plus a default partition.
-  - C(slurm_topology) gives C(topology.conf) lines (topology/tree) from racks and leaf switches.
+  - C(slurm_topology) gives C(topology.conf) lines - topology/tree from racks and leaf switches, or, with
+    I(pools) (the brief's) where a pool's topology is an NVLink domain (C(nvl72)), topology/block - one
+    C(BlockName) per rack and C(BlockSizes) of one domain's nodes (C(module_utils/slurm/blocks.py));
+    C(slurm_topology_plugin) says which (C(block) or C(tree)) from the brief's pools.
   - C(slurm_conf) reads a slurm.conf; C(slurm_node_attrs) and C(slurm_node_gres) read one node's attributes
     and GRES from it;
     C(slurm_reconfigure_plan) compares two slurm.conf texts and says what each daemon must do;
@@ -58,7 +61,8 @@ _value:
     - C(hostlist) a string; C(hostlist_expand) a list of names; C(slurm_gres_type) a string.
     - C(slurm_node_shapes) a list of dicts with C(NodeName) and Slurm node attributes, plus C(pool),
       C(rack) and C(switch) (used by C(slurm_partitions) and C(slurm_topology), not written as attributes).
-    - C(slurm_nodes), C(slurm_partitions), C(slurm_topology) lists of configuration lines.
+    - C(slurm_nodes), C(slurm_partitions), C(slurm_topology) lists of configuration lines;
+      C(slurm_topology_plugin) C(block) or C(tree).
     - C(slurm_conf) a dict C({params, nodes, partitions}); C(slurm_node_attrs) a dict; C(slurm_node_gres) a list of
       C({name, type, count}).
     - C(slurm_reconfigure_plan) a dict C({slurmctld, slurmd, restart_nodes, added, removed, reasons}) whose
@@ -69,6 +73,7 @@ _value:
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import blocks
 from ansible_collections.gpufleet.cluster.plugins.module_utils.slurm import conf as core
 
 _PRIVATE = ("pool", "rack", "switch")
@@ -164,11 +169,22 @@ def _partitions(shapes, pools, default_name="all", options=None, pool_options=No
     )
 
 
-def _topology(shapes, top_switch="top"):
+def _topology(shapes, top_switch="top", pools=None):
+    if pools is not None and not isinstance(pools, list):
+        raise AnsibleFilterError("gpufleet.cluster.slurm_topology: pools must be the brief's pools (a list)")
+    if pools and blocks.topology_plugin(pools) == "block":
+        nodes = [{"name": s["NodeName"], "rack": s.get("rack")} for s in shapes]
+        return blocks.block_lines(nodes, blocks.block_sizes(pools))
     return core.topology_lines(
         [{"name": s["NodeName"], "rack": s.get("rack"), "switch": s.get("switch")} for s in shapes],
         top_switch=top_switch,
     )
+
+
+def _topology_plugin(pools):
+    if not isinstance(pools, list):
+        raise AnsibleFilterError("gpufleet.cluster.slurm_topology_plugin expects the brief's pools (a list)")
+    return blocks.topology_plugin(pools)
 
 
 def _conf(text):
@@ -203,6 +219,7 @@ class FilterModule:
             "slurm_nodes": _nodes,
             "slurm_partitions": _partitions,
             "slurm_topology": _topology,
+            "slurm_topology_plugin": _topology_plugin,
             "slurm_conf": _conf,
             "slurm_node_attrs": _node_attrs,
             "slurm_node_gres": _node_gres,

@@ -42,6 +42,9 @@ options:
         P(gpufleet.cluster.nccl_parse#filter)); the report shows each run's end and first failure line, and a run
         that did not end cleanly fails whatever its busbw. C(nodes) and C(violations) (the run's own) place its
         failures on its nodes in C(junit.xml).
+      - C(collective) (C(all_gather), C(alltoall); all_reduce without it) marks a run of a collective beyond
+        all_reduce (P(gpufleet.cluster.nccl_collective_records#filter)) - it counts in the verdict and the node's
+        acceptance, has its section in the report, and stays out of the outliers, the quote and the history.
     type: list
     elements: dict
     default: []

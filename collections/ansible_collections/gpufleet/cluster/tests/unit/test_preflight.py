@@ -65,6 +65,10 @@ CTL3 = {"ansible_host": "10.20.0.12", "bmc_ip": "10.20.4.12", "storage_ip": "10.
 K8S_CTL = {"ansible_host": "10.40.0.14", "bmc_ip": "10.40.4.14", "storage_ip": "10.40.8.14"}
 K8S_CTL5 = {"ansible_host": "10.40.0.15", "bmc_ip": "10.40.4.15", "storage_ip": "10.40.8.15"}
 
+NVL72_POOL = brief_set(
+    ("pools.0.accelerator", "gb200-nvl72"), ("pools.0.topology", "nvl72"), ("pools.0.gpus_per_node", 4)
+)
+
 # (id, site, mutation, code, host, field) — the check must fire with that host and field.
 FAILING = [
     # catalogue
@@ -856,6 +860,32 @@ FAILING = [
         None,
         "nccl_tests_checksum",
     ),
+    # --- topology/block for an NVL72 pool (preflight/slurm_topology.py): 4 GPUs a node, 18 a rack
+    (
+        "nvl72 on a slurm too old",
+        "slurm",
+        both(NVL72_POOL, brief_set(("software.slurm", "22.05"))),
+        "SLURM_BLOCK_VERSION",
+        None,
+        "software.slurm",
+    ),
+    (
+        "nvl72 node without its rack",
+        "slurm",
+        both(NVL72_POOL, host_set("gpu003", "rack", DELETE)),
+        "SLURM_BLOCK_NO_RACK",
+        "gpu003",
+        "rack",
+    ),
+    (
+        "nvl72 rack holding 19 nodes",
+        "slurm",
+        both(NVL72_POOL, *(add_to_group("gpu_h100", f"gpu{200 + i}", rack="a01") for i in range(15))),
+        "SLURM_BLOCK_RACK_OVERFULL",
+        None,
+        "rack (a01)",
+    ),
+    ("nvl72 partial rack", "slurm", NVL72_POOL, "SLURM_BLOCK_RACK_PARTIAL", None, "rack (a01)"),
 ]
 
 

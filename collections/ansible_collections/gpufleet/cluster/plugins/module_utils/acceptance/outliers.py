@@ -134,6 +134,8 @@ def node_figures(runs: Sequence[Mapping], storage: Sequence[Mapping]) -> dict[st
     """metric -> host -> figure, from the report's run entries and storage records."""
     out: dict[str, dict[str, float]] = {m: {} for m in METRICS}
     for r in runs:
+        if r.get("collective", "all_reduce") != "all_reduce":
+            continue  # all_gather / alltoall have floors of their own, not all_reduce's figures
         if r.get("scope") == "single-node" and r.get("host") and r.get("busbw_largest") is not None:
             # Several single-node runs of one node (a re-run): its worst counts.
             prev = out["single_node_busbw"].get(r["host"])

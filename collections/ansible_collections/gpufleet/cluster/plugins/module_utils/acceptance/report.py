@@ -20,7 +20,11 @@ A run record (what the playbook collects per test) is::
      "nodes": the nodes of a multi-node or bisect run (optional),
      "violations": the run's own violations (optional; the JUnit XML attributes them to its nodes),
      "log": "path of the raw log" (optional),
-     "p2p": <the node's nvbandwidth record, acceptance/p2p.py> (single-node runs, optional)}
+     "p2p": <the node's nvbandwidth record, acceptance/p2p.py> (single-node runs, optional),
+     "collective": "all_gather" | "alltoall" (optional; all_reduce without it)}
+
+Runs of the collectives beyond all_reduce count in the verdict and in a node's acceptance like
+all_reduce's; the outliers, the quote and the history compare all_reduce figures only.
 
 Bisect runs are diagnostics: shown, plotted, never counted in the verdict.
 """
@@ -93,6 +97,8 @@ def _run_entry(record: dict) -> dict:
         "label": label,
         "slug": slug(label),
         "scope": record.get("scope") or "multi-node",
+        # all_reduce, or a collective beyond it (all_gather, alltoall; acceptance/collectives.py).
+        "collective": record.get("collective") or "all_reduce",
         "host": record.get("host"),
         "floor_gbps": floor,
         "limit_gbps": record.get("limit_gbps"),
@@ -344,6 +350,7 @@ def render_markdown(report: dict) -> str:
         out.append("")
     out += render_p2p(report)
     out += render_dcgm_diag(report)
+    out += render_collectives(report)
 
     nodes = report.get("nodes") or []
     if nodes:
@@ -449,6 +456,41 @@ def _ended_cell(ended: dict | None) -> str | None:
     rc, signal = ended.get("rc"), ended.get("signal")
     how = f"signal {signal}" if signal else (f"exit {rc}" if rc is not None else "exit status not known")
     return f"{ended.get('status')} ({how})"
+
+
+def render_collectives(report: dict) -> list[str]:
+    """The runs of all_gather and alltoall (acceptance/collectives.py), one table per collective;
+    nothing when the brief gates none."""
+    runs = [e for e in report.get("runs", []) if e.get("collective") not in (None, "all_reduce")]
+    if not runs:
+        return []
+    out = ["## Collectives beyond all_reduce", ""]
+    out.append(
+        "Judged like all_reduce against their own floors (acceptance.collectives); a pool run below its floor "
+        "is not bisected, its nodes are named."
+    )
+    out.append("")
+    for name in dict.fromkeys(e["collective"] for e in runs):
+        out.append(f"### {name}")
+        out.append("")
+        rows = [
+            [
+                e["label"],
+                e["scope"],
+                e.get("host") or ", ".join(e.get("nodes") or []),
+                human_size(e.get("largest_size")),
+                e.get("busbw_largest"),
+                e.get("floor_gbps"),
+                e.get("limit_gbps"),
+                _ended_cell(e.get("ended")),
+                e["result"].upper(),
+            ]
+            for e in runs
+            if e["collective"] == name
+        ]
+        out += _table(["run", "scope", "nodes", "largest", "busbw (GB/s)", "floor", "limit", "ended", "result"], rows)
+        out.append("")
+    return out
 
 
 def render_p2p(report: dict) -> list[str]:
@@ -966,7 +1008,8 @@ def junit_cases(report: dict) -> list[dict]:
         singles = [e for e in runs if e.get("scope") == "single-node" and e.get("host") == host]
         if singles:
             for e in singles:
-                cases.append(case(host, "single-node all_reduce", run_failures(e), output=_run_output(e)))
+                name = f"single-node {e.get('collective') or 'all_reduce'}"
+                cases.append(case(host, name, run_failures(e), output=_run_output(e)))
         else:
             cases.append(case(host, "single-node all_reduce", skipped="no single-node run of this node in the report"))
         for e in runs:
@@ -974,7 +1017,8 @@ def junit_cases(report: dict) -> list[dict]:
                 continue
             members = e.get("nodes") or (e.get("run") or {}).get("hosts") or []
             if host in members or (e.get("host") == host):
-                cases.append(case(host, f"{e.get('scope')} all_reduce: {e.get('label')}", run_failures(e)))
+                name = f"{e.get('scope')} {e.get('collective') or 'all_reduce'}: {e.get('label')}"
+                cases.append(case(host, name, run_failures(e)))
     for host in dict.fromkeys(hosts):
         for v in _errors_of(violations):
             key = (v.get("code"), v.get("host"), v.get("message"))

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl as acc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import dcgm_diag, nccl_debug, nccl_tests
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import nccl as acc
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.catalogue import (
     get_accelerator,
     get_topology,
@@ -564,18 +564,20 @@ def _single_failure(record: dict) -> str | None:
 
 def _single_run_failure(record: dict, errors: list[dict]) -> str:
     codes = sorted({v.get("code") for v in errors})
+    # A run of all_gather / alltoall (acceptance/collectives.py) names its collective.
+    what = f"single-node {record['collective']}" if record.get("collective") else "single-node"
     busbw, floor = record.get("busbw"), record.get("floor_gbps")
     ended = record.get("ended") or {}
     if ended.get("status") not in (None, COMPLETED, NO_TABLE):
-        said = f"single-node run {ended['status']}"
+        said = f"{what} run {ended['status']}"
         if ended.get("failure"):
             said += f": {ended['failure'][:80]}"
         elif ended.get("rc"):
             said += f" (exit {ended['rc']})"
         return said
     if codes == [acc.NCCL_BUSBW_BELOW_FLOOR] and busbw is not None and floor is not None:
-        return f"single-node {float(busbw):.1f} GB/s < {float(floor):g} GB/s floor"
-    return "single-node run failed: " + ", ".join(c for c in codes if c)
+        return f"{what} {float(busbw):.1f} GB/s < {float(floor):g} GB/s floor"
+    return f"{what} run failed: " + ", ".join(c for c in codes if c)
 
 
 def drain_list(

@@ -531,12 +531,28 @@ DCGM_DIAG = Map(
     }
 )
 
+# Floors of the collectives beyond all_reduce (acceptance/collectives.py, docs/nccl-acceptance.md):
+# busbw as nccl-tests prints it; a collective without a floor is not run (no published default).
+COLLECTIVE_FLOORS = Map(
+    fields={
+        "single_node_busbw_gbps": Field(Num(minimum=0), doc="floor inside one node, GB/s busbw"),
+        "multi_node_busbw_gbps": Field(Num(minimum=0), doc="floor across every node of a pool, GB/s busbw"),
+    }
+)
+COLLECTIVES = Map(
+    fields={
+        "all_gather": Field(COLLECTIVE_FLOORS, doc="all_gather_perf floors (sharded data parallelism)"),
+        "alltoall": Field(COLLECTIVE_FLOORS, doc="alltoall_perf floors (mixture-of-experts)"),
+    }
+)
+
 POOL_ACCEPTANCE = Map(
     fields={
         "single_node_busbw_gbps": Field(Num(minimum=0), doc="overrides acceptance.single_node_busbw_gbps"),
         "multi_node_busbw_gbps": Field(Num(minimum=0), doc="overrides acceptance.multi_node_busbw_gbps"),
         "firmware": Field(POOL_FIRMWARE, doc="overrides acceptance.firmware, key by key"),
         "dcgm_diag": Field(DCGM_DIAG, doc="overrides acceptance.dcgm_diag for this pool"),
+        "collectives": Field(COLLECTIVES, doc="overrides acceptance.collectives, floor by floor"),
     }
 )
 
@@ -889,6 +905,7 @@ ACCEPTANCE = Map(
         "p2p": Field(P2P, default={}, doc="GPU-to-GPU copies of each node, from nvbandwidth (P2P_OUTLIER)"),
         "firmware": Field(FIRMWARE, default={}, doc="GPU VBIOS, NIC firmware and BIOS in the hardware gate"),
         "dcgm_diag": Field(DCGM_DIAG, default={}, doc="GPU diagnostics on every node (dcgmi diag; DCGM_DIAG_FAILED)"),
+        "collectives": Field(COLLECTIVES, default={}, doc="floors of all_gather and alltoall; none: not run"),
         "valid_days": Field(
             Int(minimum=1, maximum=3650),
             default=90,

@@ -381,6 +381,37 @@ _ROWS: tuple[tuple, ...] = (
             "found {n} in group {group!r}",
         },
     ),
+    (
+        "SLURM_BLOCK_VERSION",
+        ERROR,
+        "groups",
+        "a pool's topology is an NVLink domain (`nvl72`): topology/block, which needs Slurm 23.11 or later",
+        "expected Slurm >= {minimum} for topology/block ({pool}, topology {topology}), found software.slurm "
+        "{found}; pin a Slurm of 23.11 or later (Debian 13 ships 24.11)",
+    ),
+    (
+        "SLURM_BLOCK_NO_RACK",
+        ERROR,
+        "groups",
+        "a node of an NVLink-domain pool without its rack: topology/block places it in no block",
+        "expected the host variable rack (the NVL72 rack of this node: its block in topology/block) for "
+        "{pool}, topology {topology}, found none",
+    ),
+    (
+        "SLURM_BLOCK_RACK_OVERFULL",
+        ERROR,
+        "groups",
+        "more nodes in one rack than one NVLink domain holds",
+        "expected at most {size} nodes in rack {rack} (one NVLink domain: {gpus} GPUs / {per_node} per node, "
+        "{pool}), found {n}: {nodes}; give each rack its own name",
+    ),
+    (
+        "SLURM_BLOCK_RACK_PARTIAL",
+        WARNING,
+        "groups",
+        "a rack with fewer nodes than its NVLink domain: a job asking for a whole block cannot run there",
+        "expected {size} nodes in rack {rack} (a whole NVLink domain, {pool}), found {n}",
+    ),
     # --- hosts
     (
         "HOST_NAME_INVALID",

@@ -39,6 +39,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.address
 )
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.catalogue import Pool, check_catalogue
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.codes import make
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.collectives import check_collectives
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.dcgm_diag import check_dcgm_diag
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.downloads import (
     READ_VARS as DOWNLOAD_VARS,
@@ -69,6 +70,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.network
     check_fabric,
     check_networks,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.slurm_topology import check_slurm_topology
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.tenants import check_tenants
 from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.versions import (
     check_cuda_package,
@@ -137,8 +139,10 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     out.extend(check_hosts(clean, groups, hostvars, pools, networks))
     out.extend(check_acceptance(clean, catalogue))
     out.extend(check_firmware(clean))
+    out.extend(check_collectives(clean, catalogue))  # acceptance.collectives (all_gather, alltoall)
     out.extend(check_launcher(clean, hostvars, pools.controllers))
     out.extend(check_dcgm_diag(clean, hostvars, pools))
+    out.extend(check_slurm_topology(clean, groups, hostvars))  # topology/block for NVL72 pools
     out.extend(check_tenants(clean, pools))
     out.extend(check_kubernetes(clean, hostvars, pools, networks))
     out.extend(storage_checks.check(clean, groups, hostvars))  # storage, acceptance.storage/workload, cost
