@@ -394,6 +394,24 @@ def drain_entries(records, *, stamp: str | None = None) -> list[dict]:
     return out
 
 
+def history_summary(record: Mapping | None) -> str | None:
+    """One node's link errors in a word or a few, for its history (``gpufleet report history NODE``) and
+    the CLI's summary: ``clean (8 ports)``, ``mlx5_2:1 symbol_error +40, link_downed +1``, ``not read``."""
+    if not isinstance(record, Mapping) or not record.get("status"):
+        return None
+    if record["status"] == NOT_APPLICABLE:
+        return None
+    grew = record.get("grew") or []
+    if grew:
+        shown: dict[str, list[str]] = {}
+        for g in grew:
+            shown.setdefault(f"{g['device']}:{g['port']}", []).append(f"{g['counter']} +{g['growth']}")
+        return "; ".join(f"{port} {', '.join(items)}" for port, items in shown.items())
+    if record["status"] == MEASURED:
+        return f"clean ({sum(1 for p in record.get('ports') or [] if p.get('status') == MEASURED)} ports)"
+    return str(record["status"])
+
+
 def render_markdown(report: Mapping) -> list[str]:
     """The report's "Link error counters" section; nothing when the gate did not run."""
     records = report.get("link_errors") or []
