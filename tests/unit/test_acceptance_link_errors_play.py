@@ -100,10 +100,47 @@ PLAYBOOK = """- name: Phase 1, as node.yml runs it
       check_mode: false
 """
 
+# One node on its own, as the remediate role re-accepts it: node.yml then link_errors_node.yml on the node.
+NODE_PLAYBOOK = """- name: Re-acceptance of each node alone, as the remediate role runs it
+  hosts: gpu_lab
+  gather_facts: false
+  vars:
+    gpufleet_brief: "{{ lookup('file', brief) | from_yaml | combine(extra_brief, recursive=true) }}"
+  tasks:
+    - name: The node's pool, as the brief role sets it
+      ansible.builtin.set_fact:
+        gpufleet_pool: "{{ gpufleet_brief.pools[0] }}"
+
+    - name: Single-node acceptance
+      ansible.builtin.include_role:
+        name: acceptance
+        tasks_from: node
+
+    - name: Its link error counters
+      ansible.builtin.include_role:
+        name: acceptance
+        tasks_from: link_errors_node
+
+- name: Keep what the nodes recorded
+  hosts: ctl01
+  gather_facts: false
+  tasks:
+    - name: Write it
+      ansible.builtin.copy:
+        content: >-
+          {{ {'link_errors': groups['gpu_lab'] | map('extract', hostvars, '_acceptance_link_node') | list,
+              'drained': [], 'violations': []} | to_json }}
+        dest: "{{ out }}"
+        mode: "0644"
+      check_mode: false
+"""
+
 NODES = {"gpu01": "h100-hgx-healthy", "gpu02": "h100-link-flapping", "gpu03": "h100-hgx-healthy"}
 
 
-def run(tmp_path: Path, extra_brief: dict | None = None, *args: str) -> tuple[dict, list[str], str]:
+def run(
+    tmp_path: Path, extra_brief: dict | None = None, *args: str, playbook: str = PLAYBOOK
+) -> tuple[dict, list[str], str]:
     hosts = []
     for node, profile in NODES.items():
         sysfs = tmp_path / "sysfs" / node
@@ -136,7 +173,7 @@ def run(tmp_path: Path, extra_brief: dict | None = None, *args: str) -> tuple[di
         "all:\n  vars:\n    ansible_connection: local\n  children:\n    slurm_controllers:\n      hosts: {ctl01: {}}\n"
         "    gpu_lab:\n      hosts: {" + ", ".join(hosts) + "}\n"
     )
-    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    (tmp_path / "play.yml").write_text(playbook)
     stubs = tmp_path / "bin"
     stubs.mkdir()
     (stubs / "nvidia-smi").symlink_to(DOUBLES / "nvidia-smi")
@@ -215,3 +252,11 @@ def test_a_brief_that_turns_the_gate_off_reads_nothing(tmp_path):
     recorded, _, stdout = run(tmp_path, {"acceptance": {"link_errors": {"enabled": False}}})
     assert recorded["link_errors"] == [] and recorded["violations"] == [] and recorded["drained"] == []
     assert "Read this node's link error counters before the NCCL runs" in stdout  # listed, skipped
+
+
+def test_the_remediate_re_acceptance_of_one_node_catches_its_flapping_port(tmp_path):
+    recorded, _, _ = run(tmp_path, playbook=NODE_PLAYBOOK)
+    by_host = dict(zip(NODES, recorded["link_errors"], strict=True))
+    assert [(v["code"], v["host"]) for v in by_host["gpu02"]["violations"]] == [("LINK_ERRORS_GREW", "gpu02")] * 2
+    assert by_host["gpu01"]["violations"] == [] and by_host["gpu03"]["violations"] == []
+    assert by_host["gpu01"]["record"]["status"] == "measured"

@@ -15,7 +15,8 @@ from ansible_collections.gpufleet.cluster.plugins.filter.link_errors import link
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import link_errors as le
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.report import build_report, render_markdown
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import schema
-from hw_helpers import BRIEF, DOUBLES_BIN, profile_path
+from ansible_collections.gpufleet.cluster.plugins.module_utils.hw import gate as hwgate
+from hw_helpers import BRIEF, DOUBLES_BIN, brief_and_pool, facts_from_doubles, profile_path
 
 POOL = copy.deepcopy(BRIEF["pools"][0])
 NICS = [f"mlx5_{i}" for i in range(8)]
@@ -361,3 +362,11 @@ def test_flapping_profile_documents_its_fault():
         data = json.load(fh)
     assert data["fault"]["code"] == "LINK_ERRORS_GREW"
     assert {f["counter"] for f in data["link_errors"]["flapping"]} == {"symbol_error", "link_downed"}
+
+
+def test_the_hardware_gate_passes_the_flapping_profile(tmp_path):
+    # Its port is ACTIVE at full rate: only the counters read around the NCCL runs name it.
+    brief, pool = brief_and_pool()
+    facts = facts_from_doubles("h100-link-flapping", str(tmp_path))
+    assert facts["problems"] == []
+    assert hwgate.check_node("lab-gpu02", facts, brief, pool) == []
