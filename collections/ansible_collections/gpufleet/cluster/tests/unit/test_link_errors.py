@@ -183,6 +183,17 @@ def test_port_without_counters_is_not_read(tmp_path):
     assert out["record"]["status"] == "not read"
 
 
+def test_a_driver_without_pma_is_not_read(tmp_path):
+    # iWARP drivers answer each counter file with "N/A (no PMA)".
+    root = tree(tmp_path, devices=NICS)
+    for c in le.COUNTERS:
+        with open(tmp_path / "class/infiniband/mlx5_7/ports/1/counters" / c, "w") as fh:
+            fh.write("N/A (no PMA)\n")
+    out = verdict(read(root), read(root))
+    assert codes(out) == [("LINK_ERRORS_NOT_READ", "error")]
+    assert "mlx5_7 port 1 (no counter readable: not a number ('N/A (no PMA)'))" in out["violations"][0]["message"]
+
+
 def test_expected_port_absent_and_port_gone_after(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     tree(a, devices=NICS[:7])
