@@ -9,6 +9,9 @@ import json
 import os
 import time
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.link_errors import (
+    history_summary as link_history,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.bounded import InputError
 from ansible_collections.gpufleet.cluster.plugins.module_utils.inventory.reader import load_yaml_file
 
@@ -271,7 +274,12 @@ def acceptance_line(reports: str, since: float = 0.0, cluster: str | None = None
     data, error = try_load_json(path)
     verdict = str(data.get("verdict", "?")).upper() if not error and isinstance(data, dict) else "UNREADABLE"
     extra = (
-        (collectives_summary(data) + storage_workload_summary(data) + dcgm_diag_summary(data))
+        (
+            collectives_summary(data)
+            + storage_workload_summary(data)
+            + dcgm_diag_summary(data)
+            + link_errors_summary(data)
+        )
         if isinstance(data, dict)
         else ""
     )
@@ -391,6 +399,25 @@ def dcgm_diag_summary(report: dict, shown: int = 4) -> str:
 
 
 # --- end GPU diagnostics ---
+
+
+# --- link error counters in the summary (docs/nccl-acceptance.md, "Link error counters") ---
+def link_errors_summary(report: dict, shown: int = 4) -> str:
+    """``; link errors: PASS on N node(s)`` or ``FAIL (gpu02 mlx5_2:1 symbol_error +40; gpu05 not read)``
+    for a report whose link error counters were read, else ``""``."""
+    records = [
+        r for r in report.get("link_errors") or [] if isinstance(r, dict) and r.get("status") != "not applicable"
+    ]
+    if not records:
+        return ""
+    bad = [f"{r.get('host')} {link_history(r)}" for r in records if r.get("grew") or r.get("status") != "measured"]
+    if not bad:
+        return f"; link errors: PASS on {len(records)} node(s)"
+    more = f"; and {len(bad) - shown} more" if len(bad) > shown else ""
+    return f"; link errors: FAIL ({'; '.join(bad[:shown])}{more})"
+
+
+# --- end link error counters ---
 
 
 def gate_table(gate_dir: str | None) -> str:

@@ -117,6 +117,13 @@ options:
     type: list
     elements: dict
     default: []
+  link_errors:
+    description:
+      - Each node's link error counters record (P(gpufleet.cluster.link_errors_judge#filter)'s C(record)), shown in
+        the Link error counters section; their violations come in I(violations).
+    type: list
+    elements: dict
+    default: []
   storage_expected:
     description: Nodes that must have a storage record (C(STORAGE_NODE_NOT_TESTED) for each that has none).
     type: list
@@ -436,6 +443,7 @@ def main() -> None:
             "plots": {"type": "bool", "default": True},
             "nccl": {"type": "bool", "default": True},
             "storage": {"type": "list", "elements": "dict", "default": []},
+            "link_errors": {"type": "list", "elements": "dict", "default": []},
             "storage_expected": {"type": "list", "elements": "str", "default": []},
             "workload": {"type": "dict"},
             "brief_nodes": {"type": "list", "elements": "str", "default": []},
@@ -496,6 +504,7 @@ def main() -> None:
                 excluded=p["excluded"],
             ),
             brief=p["brief"],
+            link_errors=p["link_errors"],
         )
         # Each node against its own history (reports/<cluster>/history.jsonl): trends, NODE_DEGRADED,
         # and the date the nodes accepted here are valid until.

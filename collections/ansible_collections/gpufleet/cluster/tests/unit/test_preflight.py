@@ -706,6 +706,14 @@ FAILING = [
         "gpu002",
         "dcgm_packages",
     ),
+    (
+        "link error growth the counter cannot reach",
+        "slurm",
+        brief_set(("acceptance.link_errors", {"max_growth": {"link_downed": 255, "symbol_error": 65534}})),
+        "ACCEPT_LINK_ERRORS_ABOVE_LIMIT",
+        None,
+        "acceptance.link_errors.max_growth.link_downed",
+    ),
     # the acceptance launcher, as the first controller sees it (inventory or -e)
     (
         "launcher unknown",

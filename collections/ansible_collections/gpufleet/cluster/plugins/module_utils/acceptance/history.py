@@ -11,7 +11,8 @@ mid-write leaves at most a torn last line, which :func:`read` skips with a warni
      "cluster": "lab", "host": "gpu01", "pool": "h100", "verdict": "pass",
      "figures": {"single_node_busbw": 445.1, "latency_us": 30.2, "scratch_write": 5.1, ...},
      "valid_until": "2027-02-27",          # acceptance records of an accepted node only
-     "dcgm_diag": {"level": 2, "status": "failed", "failed": ["GPU 3 memory"]}}   # where diagnostics ran
+     "dcgm_diag": {"level": 2, "status": "failed", "failed": ["GPU 3 memory"]},   # where diagnostics ran
+     "link_errors": "clean (8 ports)"}     # acceptance records: its fabric ports' error counters
 
 Figures (the same names as the outlier rule's, acceptance_outliers.py, ``latency_us`` being the
 single-node run's time at the smallest size): higher is better, except ``latency_us`` and
@@ -33,6 +34,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.link_errors import (
+    history_summary as link_history,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.outliers import node_figures
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.atomic import append_line
 from ansible_collections.gpufleet.cluster.plugins.module_utils.common.violation import ERROR, WARNING, violation
@@ -108,6 +112,7 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
     node's status in the report (``fail``, ``drained``), or ``not accepted``.
     """
     figures = node_figures(report.get("runs") or [], report.get("storage") or [])
+    links = {r.get("host"): link_history(r) for r in report.get("link_errors") or [] if isinstance(r, Mapping)}
     time = stamp_time(report.get("timestamp"))
     accepted = set(accepted)
     out = []
@@ -129,6 +134,8 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
         }
         if diag:
             record["dcgm_diag"] = diag
+        if links.get(host):
+            record["link_errors"] = links[host]
         if host in accepted:
             record["valid_until"] = valid_until(time, valid_days)
         out.append(record)
@@ -365,6 +372,7 @@ def node_table(records: Sequence[Mapping]) -> tuple[list[str], list[list]]:
     """(headers, rows) of one node's history: one row per record, the figures any record has as columns."""
     figures = [f for f in FIGURES if any(f in (r.get("figures") or {}) for r in records)]
     diag = any(r.get("dcgm_diag") for r in records)
+    links = any(r.get("link_errors") for r in records)
     headers = [
         "time",
         "kind",
@@ -373,6 +381,7 @@ def node_table(records: Sequence[Mapping]) -> tuple[list[str], list[list]]:
         "verdict",
         *figures,
         *(["GPU diagnostics"] if diag else []),
+        *(["link errors"] if links else []),
         "valid until / named",
     ]
     rows = []
@@ -387,6 +396,7 @@ def node_table(records: Sequence[Mapping]) -> tuple[list[str], list[list]]:
                 r.get("verdict"),
                 *[f.get(k) for k in figures],
                 *([diag_cell(r.get("dcgm_diag"))] if diag else []),
+                *([r.get("link_errors")] if links else []),
                 r.get("valid_until") or (", ".join(r.get("codes") or []) if r.get("codes") else None),
             ]
         )

@@ -39,6 +39,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.link_errors import (
+    render_markdown as render_link_errors,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.nccl import (
     FAIL,
     PASS,
@@ -134,6 +137,7 @@ def build_report(
     nccl: bool = True,
     not_accepted: Sequence[dict] = (),
     brief: dict | None = None,
+    link_errors: Sequence[dict] = (),
 ) -> dict:
     """Everything the report shows, as one JSON-able dict. Pure.
 
@@ -143,6 +147,8 @@ def build_report(
     ``not_accepted``: ``{"host", "reason"}`` for each node of the brief that this run did not measure.
     The verdict fails on any error violation or any single-/multi-node run that failed its gate; it is
     ``partial`` when nothing failed but ``not_accepted`` names a node.
+    ``link_errors``: each node's link error counters record (acceptance/link_errors.py), shown in its
+    section; their violations come in ``violations``.
     ``brief``: the topology brief; with it the report judges each node against its pool
     (``outliers``, acceptance_outliers.py) and sets the provider's quote beside the brief and the
     measurement (``quote``, acceptance_quote.py), their violations joining ``violations``.
@@ -200,6 +206,7 @@ def build_report(
         "workload": dict(workload) if workload else None,
         "quote": quote_section,
         "outliers": outlier_section,
+        "link_errors": [dict(r) for r in link_errors],
     }
 
 
@@ -351,6 +358,7 @@ def render_markdown(report: dict) -> str:
     out += render_p2p(report)
     out += render_dcgm_diag(report)
     out += render_collectives(report)
+    out += render_link_errors(report)
 
     nodes = report.get("nodes") or []
     if nodes:

@@ -884,6 +884,46 @@ FIRMWARE = Map(
     }
 )
 
+# Link error counters of each node's fabric ports, before and after the NCCL runs
+# (acceptance/link_errors.py, docs/nccl-acceptance.md "Link error counters"). The defaults: 0 for the
+# counters that mean a link fault (infiniband-diags' ibqueryerrors reports any count above 0 by default),
+# and two of ours, each with its reason in link_errors.py.
+LINK_ERRORS = Map(
+    fields={
+        "enabled": Field(
+            Bool(),
+            default=True,
+            doc="read every fabric port's error counters before and after the NCCL runs (LINK_ERRORS_GREW)",
+        ),
+        "max_growth": Field(
+            Map(
+                fields={
+                    "symbol_error": Field(
+                        Int(minimum=0), default=10, doc="minor link errors on a lane (ours: a few within spec)"
+                    ),
+                    "link_error_recovery": Field(Int(minimum=0), default=0, doc="link retrainings"),
+                    "link_downed": Field(Int(minimum=0), default=0, doc="links that went down"),
+                    "port_rcv_errors": Field(Int(minimum=0), default=0, doc="packets received with errors"),
+                    "port_rcv_remote_physical_errors": Field(
+                        Int(minimum=0), default=0, doc="packets the far end marked bad (EBP)"
+                    ),
+                    "local_link_integrity_errors": Field(
+                        Int(minimum=0), default=0, doc="local physical errors past the port's threshold"
+                    ),
+                    "excessive_buffer_overrun_errors": Field(
+                        Int(minimum=0), default=0, doc="receive buffer overruns past the port's threshold"
+                    ),
+                    "port_xmit_discards": Field(
+                        Int(minimum=0), default=100, doc="packets discarded on send (ours: congestion can cause some)"
+                    ),
+                }
+            ),
+            default={},
+            doc="per counter, the growth tolerated during one acceptance",
+        ),
+    }
+)
+
 ACCEPTANCE = Map(
     fields={
         "single_node_busbw_gbps": Field(Num(minimum=0), doc="floor for all_reduce inside one node"),
@@ -906,6 +946,9 @@ ACCEPTANCE = Map(
         "firmware": Field(FIRMWARE, default={}, doc="GPU VBIOS, NIC firmware and BIOS in the hardware gate"),
         "dcgm_diag": Field(DCGM_DIAG, default={}, doc="GPU diagnostics on every node (dcgmi diag; DCGM_DIAG_FAILED)"),
         "collectives": Field(COLLECTIVES, default={}, doc="floors of all_gather and alltoall; none: not run"),
+        "link_errors": Field(
+            LINK_ERRORS, default={}, doc="fabric ports' error counters before and after the NCCL runs"
+        ),
         "valid_days": Field(
             Int(minimum=1, maximum=3650),
             default=90,

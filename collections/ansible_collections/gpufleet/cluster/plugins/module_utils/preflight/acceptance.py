@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import link_errors
 from ansible_collections.gpufleet.cluster.plugins.module_utils.brief.catalogue import (
     Accelerator,
     Topology,
@@ -46,6 +47,7 @@ def check_acceptance(brief: dict, pools: Iterable[Pool]) -> list[dict]:
                 min_bytes=acc_cfg.get("min_bytes"),
             )
         )
+    out += check_link_errors(acc_cfg)
     for pool in pools:
         acc, topo, spec = pool.acc, pool.topo, pool.spec
         if acc is None:
@@ -78,6 +80,30 @@ def check_acceptance(brief: dict, pools: Iterable[Pool]) -> list[dict]:
                     how=how,
                     pool=pool.label,
                     floor=multi,
+                )
+            )
+    return out
+
+
+def check_link_errors(acc_cfg: Mapping) -> list[dict]:
+    """Each tolerated growth of ``acceptance.link_errors.max_growth`` against the physical limit: the most its
+    counter can count (the InfiniBand PortCounters fields are 4 to 16 bits wide and saturate)."""
+    out: list[dict] = []
+    growth = (acc_cfg.get("link_errors") or {}).get("max_growth") or {}
+    for counter, value in sorted(growth.items()):
+        width = link_errors.WIDTHS.get(counter)
+        if width is None or not isinstance(value, int) or isinstance(value, bool):
+            continue
+        top = link_errors.saturation(counter)
+        if value >= top:
+            out.append(
+                make(
+                    "ACCEPT_LINK_ERRORS_ABOVE_LIMIT",
+                    f"acceptance.link_errors.max_growth.{counter}",
+                    top=top,
+                    width=width,
+                    counter=counter,
+                    value=value,
                 )
             )
     return out

@@ -671,6 +671,15 @@ _ROWS: tuple[tuple, ...] = (
         "installs DCGM itself",
     ),
     (
+        "ACCEPT_LINK_ERRORS_ABOVE_LIMIT",
+        ERROR,
+        "acceptance",
+        "a link error counter's tolerated growth (`acceptance.link_errors.max_growth`) is at or above the most the"
+        " counter can count",
+        "expected less than {top}, the most the {width}-bit {counter} counter counts before it stops (it saturates),"
+        " found {value}: that counter could never fail the acceptance",
+    ),
+    (
         "ACCEPT_LAUNCHER_INVALID",
         ERROR,
         "acceptance",
