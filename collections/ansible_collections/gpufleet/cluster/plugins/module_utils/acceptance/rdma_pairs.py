@@ -60,7 +60,7 @@ DEFAULTS = {
 # Without a floor in the brief: 90 % of the port's line rate. Published ib_write_bw runs reach
 # 97-99 % of it with large messages (e.g. 394 Gb/s on NDR 400).
 DEFAULT_FRACTION = 0.9
-BASE_TCP_PORT = 18515  # perftest's DEF_PORT; rail r listens on BASE_TCP_PORT + r
+BASE_TCP_PORT = 18515  # perftest's DEF_PORT; a round's servers listen on it and the ports above
 MB_TO_GBIT = 8 * 1048576 / 1e9
 NEAR_TOKENS = ("PIX", "PXB")
 _LAYER_FOR_FABRIC = {"infiniband": "InfiniBand", "roce": "Ethernet"}
@@ -209,7 +209,8 @@ def plan(
     """Each round: ``{round, pairs: [{server, client, ports: [...]}], skipped: [...]}``.
 
     The first node of a pair is the server (ib_write_bw without an address: it waits), the second
-    the client (it writes to the server's address). Rail r runs on TCP port base_port + r. A rail
+    the client (it writes to the server's address). Each server of a round listens on its own TCP
+    port, from base_port up (two pairs may share a host's address, as in a lab on one machine). A rail
     only one of the two nodes has is listed in ``skipped`` (the hardware gate names the missing
     port); a pair where either node has no rail at all is skipped whole.
     """
@@ -217,6 +218,7 @@ def plan(
     out = []
     for index, rnd in enumerate(rounds, start=1):
         pairs, skipped = [], []
+        tcp = base_port
         for server, client in rnd:
             mine = {int(r["rail"]): r for r in rails.get(server) or []}
             theirs = {int(r["rail"]): r for r in rails.get(client) or []}
@@ -229,10 +231,11 @@ def plan(
                     )
                     continue
                 s, c = mine[rail], theirs[rail]
+                tcp += 1
                 ports.append(
                     {
                         "rail": rail,
-                        "tcp_port": base_port + rail,
+                        "tcp_port": tcp - 1,
                         "server_device": s["device"],
                         "server_ib_port": s.get("port", 1),
                         "server_gpu": s.get("gpu") if gpudirect else None,
