@@ -1,0 +1,186 @@
+"""The acceptance role's per-rail RDMA pairs as Ansible runs them (roles/acceptance/tasks/rdma_pairs.yml).
+
+ansible-playbook runs the pool stage's RDMA pairs on local hosts: a controller and a pool of four
+nodes (or two), each node's ib_write_bw a wrapper that gives the test double of
+molecule/resources/doubles/bin its own hardware profile; one node has the h100-slow-rail profile
+(mlx5_4 at half its line rate). Servers and clients of a round really run at once and meet over
+TCP on 127.0.0.1 (each server of a round on its own port). The rails come from gpufleet_hw-shaped
+facts built from the profiles (RDMA ports and nvidia-smi topo -m's GPU/NIC columns). No lab is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lab_playbook import ROOT, VENV_BIN, ansible_env
+
+pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
+
+DOUBLE = ROOT / "molecule/resources/doubles/bin/ib_write_bw"
+PROFILES = ROOT / "molecule/resources/profiles"
+
+WRAPPER = """#!/bin/sh
+GPUFLEET_HW_PROFILE={profile} GPUFLEET_DOUBLE_IB_SERVER_WAIT=20 exec {python} {double} "$@"
+"""
+
+PLAYBOOK = """- name: Phase 1's records, as node.yml leaves them
+  hosts: gpu_lab
+  gather_facts: false
+  vars:
+    gpufleet_brief: "{{ lookup('file', brief) | from_yaml | combine(extra_brief, recursive=true) }}"
+  tasks:
+    - name: Record the node and its rails
+      ansible.builtin.set_fact:
+        _acceptance_node: {host: "{{ inventory_hostname }}"}
+        _acceptance_rdma_rails: "{{ hw[inventory_hostname] | gpufleet.cluster.rdma_pairs_rails(gpufleet_brief, 'h100-lab') }}"
+
+- name: The pool stage's RDMA pairs, on the controller
+  hosts: ctl01
+  gather_facts: false
+  vars:
+    gpufleet_brief: "{{ lookup('file', brief) | from_yaml | combine(extra_brief, recursive=true) }}"
+  tasks:
+    - name: Start the records
+      ansible.builtin.set_fact:
+        _acceptance_stamp: 20260101T000000Z
+        _acceptance_violations: []
+        _acceptance_pool: {name: h100-lab, group: gpu_lab}
+        _acceptance_pool_nodes: "{{ groups['gpu_lab'] }}"
+
+    - name: RDMA pairs
+      ansible.builtin.include_role:
+        name: acceptance
+        tasks_from: rdma_pairs
+
+    - name: Keep what the stage recorded
+      ansible.builtin.copy:
+        content: >-
+          {{ {'records': _acceptance_rdma_records | default([]), 'violations': _acceptance_violations,
+              'drain': [] | gpufleet.cluster.rdma_pairs_drain(_acceptance_rdma_records | default([]),
+                        stamp=_acceptance_stamp)} | to_json }}
+        dest: "{{ out }}"
+        mode: "0644"
+      check_mode: false
+"""
+
+
+def hw_facts(profile: dict) -> dict:
+    """What gpu_facts gathers of a node's RDMA ports and topo -m's GPU/NIC columns, from a profile."""
+    nics = profile["nics"]
+    return {
+        "rdma": {
+            "source": "sysfs",
+            "ports": [
+                {
+                    "device": n["name"],
+                    "port": n["port"],
+                    "state": n["state"],
+                    "rate_gbps": n["rate_gbps"],
+                    "link_layer": n["link_layer"],
+                }
+                for n in nics
+            ],
+        },
+        "topology": {
+            "nics": [{"label": f"NIC{k}", "name": n["name"]} for k, n in enumerate(nics)],
+            "gpu_nic": [["PIX" if n.get("gpu") == g else "SYS" for n in nics] for g in range(profile["gpu_count"])],
+        },
+    }
+
+
+def run(tmp_path: Path, nodes: dict[str, str], extra_brief: dict, *args: str) -> tuple[dict, str]:
+    hosts, hw = [], {}
+    for node, name in nodes.items():
+        profile = json.loads((PROFILES / f"{name}.json").read_text())
+        profile["hostname"] = node
+        path = tmp_path / f"{node}.json"
+        path.write_text(json.dumps(profile))
+        wrapper = tmp_path / f"ib_write_bw-{node}"
+        wrapper.write_text(WRAPPER.format(profile=path, python=sys.executable, double=DOUBLE))
+        wrapper.chmod(0o755)
+        hosts.append(f"{node}: {{acceptance_ib_write_bw: {wrapper}, acceptance_rdma_pairs_address: 127.0.0.1}}")
+        hw[node] = hw_facts(profile)
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  vars:\n    ansible_connection: local\n  children:\n"
+        "    slurm_controllers:\n      hosts: {ctl01: {}}\n"
+        "    gpu_lab:\n      hosts: {" + ", ".join(hosts) + "}\n"
+    )
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    out = tmp_path / "out.json"
+    env = ansible_env(None, ANSIBLE_PYTHON_INTERPRETER=str(VENV_BIN / "python"))
+    extra = {
+        "out": str(out),
+        "brief": str(ROOT / "inventories" / "lab" / "brief.yml"),
+        "extra_brief": extra_brief,
+        "hw": hw,
+        "acceptance_rdma_pairs_timeout": 40,
+    }
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts.yml", "play.yml", "-e", json.dumps(extra), *args]
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+FOUR = {
+    "gpu01": "h100-hgx-healthy",
+    "gpu02": "h100-hgx-healthy",
+    "gpu03": "h100-slow-rail",
+    "gpu04": "h100-hgx-healthy",
+}
+
+
+def test_every_pair_runs_once_and_the_slow_port_is_named_and_drained(tmp_path):
+    got, _ = run(tmp_path, FOUR, {"acceptance": {"rdma_pairs": {"mode": "all"}}})
+    (record,) = got["records"]
+    assert record["rounds"] == 3 and record["gpudirect"] is True
+    pairs = {(p["server"], p["client"]) for p in record["pairs"]}
+    assert {frozenset(p) for p in pairs} == {
+        frozenset(p)
+        for p in [
+            ("gpu01", "gpu02"),
+            ("gpu01", "gpu03"),
+            ("gpu01", "gpu04"),
+            ("gpu02", "gpu03"),
+            ("gpu02", "gpu04"),
+            ("gpu03", "gpu04"),
+        ]
+    }
+    # Every rail of every pair measured from a real table: 6 pairs x 8 rails.
+    assert len(record["pairs"]) == 48 and {p["status"] for p in record["pairs"]} == {"measured"}
+    assert record["floor_gbit"] == 360
+    slow = [p for p in record["pairs"] if p["average_gbit"] < 360]
+    assert {p["rail"] for p in slow} == {4} and all("gpu03" in (p["server"], p["client"]) for p in slow)
+    assert min(p["average_gbit"] for p in record["pairs"] if p not in slow) > 385
+    found = [(v["code"], v["host"]) for v in got["violations"]]
+    assert found == [("RDMA_PORT_SLOW", "gpu03")]
+    assert "mlx5_4 (rail 4)" in got["violations"][0]["message"]
+    assert [d["host"] for d in got["drain"]] == ["gpu03"]
+    assert "rdma port slow mlx5_4 rail 4" in got["drain"][0]["reason"]
+
+
+def test_a_clean_pool_in_rail_mode_passes(tmp_path):
+    nodes = {n: "h100-hgx-healthy" for n in ("gpu01", "gpu02", "gpu03")}
+    got, _ = run(tmp_path, nodes, {"acceptance": {"rdma_pairs": {"mode": "rail", "min_fraction": 0.95}}})
+    (record,) = got["records"]
+    # Three nodes in a ring: three neighbour pairs, three rounds (an odd cycle).
+    assert record["rounds"] == 3 and len({(p["server"], p["client"]) for p in record["pairs"]}) == 3
+    assert record["floor_gbit"] == 380 and got["violations"] == [] and got["drain"] == []
+
+
+def test_two_nodes_cannot_tell_port_from_link_and_name_both_ends(tmp_path):
+    nodes = {"gpu01": "h100-hgx-healthy", "gpu02": "h100-slow-rail"}
+    got, _ = run(tmp_path, nodes, {"acceptance": {"rdma_pairs": {"mode": "all"}}})
+    assert [v["code"] for v in got["violations"]] == ["RDMA_LINK_SLOW"]
+    message = got["violations"][0]["message"]
+    assert "gpu01 mlx5_4 (rail 4)" in message and "gpu02 mlx5_4 (rail 4)" in message
+    assert got["drain"] == []
+
+
+def test_check_mode_previews_the_rounds_and_runs_nothing(tmp_path):
+    got, stdout = run(tmp_path, FOUR, {"acceptance": {"rdma_pairs": {"mode": "all"}}}, "--check")
+    assert got["records"] == [] and got["violations"] == []
+    assert "3 round(s) of ib_write_bw (all)" in stdout
