@@ -36,7 +36,8 @@ PLAYBOOK = """- name: Phase 1's records, as node.yml leaves them
     - name: Record the node and its rails
       ansible.builtin.set_fact:
         _acceptance_node: {host: "{{ inventory_hostname }}"}
-        _acceptance_rdma_rails: "{{ hw[inventory_hostname] | gpufleet.cluster.rdma_pairs_rails(gpufleet_brief, 'h100-lab') }}"
+        _acceptance_rdma_rails: >-
+          {{ hw[inventory_hostname] | gpufleet.cluster.rdma_pairs_rails(gpufleet_brief, 'h100-lab') }}
 
 - name: The pool stage's RDMA pairs, on the controller
   hosts: ctl01
@@ -163,7 +164,7 @@ def test_every_pair_runs_once_and_the_slow_port_is_named_and_drained(tmp_path):
 
 
 def test_a_clean_pool_in_rail_mode_passes(tmp_path):
-    nodes = {n: "h100-hgx-healthy" for n in ("gpu01", "gpu02", "gpu03")}
+    nodes = dict.fromkeys(("gpu01", "gpu02", "gpu03"), "h100-hgx-healthy")
     got, _ = run(tmp_path, nodes, {"acceptance": {"rdma_pairs": {"mode": "rail", "min_fraction": 0.95}}})
     (record,) = got["records"]
     # Three nodes in a ring: three neighbour pairs, three rounds (an odd cycle).
