@@ -18,6 +18,13 @@ from pathlib import Path
 import pytest
 from lab_playbook import ROOT, VENV_BIN, ansible_env
 
+sys.path.insert(0, str(ROOT / "collections"))
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.report import (
+    build_report,
+    render_markdown,
+)
+
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
 DOUBLE = ROOT / "molecule/resources/doubles/bin/ib_write_bw"
@@ -161,6 +168,24 @@ def test_every_pair_runs_once_and_the_slow_port_is_named_and_drained(tmp_path):
     assert "mlx5_4 (rail 4)" in got["violations"][0]["message"]
     assert [d["host"] for d in got["drain"]] == ["gpu03"]
     assert "rdma port slow mlx5_4 rail 4" in got["drain"][0]["reason"]
+
+    # The report: the section, the verdict, and each node's weakest port in its history.
+    nodes = [{"host": h, "pool": "h100-lab"} for h in FOUR]
+    report = build_report(
+        "lab",
+        runs=[],
+        nodes=nodes,
+        violations=got["violations"],
+        rdma_pairs=got["records"],
+        nccl=False,
+        timestamp="20260101T000000Z",
+    )
+    assert report["verdict"] == "fail" and report["rdma_pairs"][0]["pool"] == "h100-lab"
+    section = render_markdown(report).split("## Per-rail RDMA pairs (ib_write_bw)")[1]
+    assert "| gpu03 | 4 | mlx5_4 | 3 |" in section and "| slow |" in section
+    assert "Below the floor or failed" in section
+    records = {r["host"]: r for r in history.acceptance_records(report, accepted=["gpu01"], valid_days=90)}
+    assert records["gpu03"]["figures"]["rdma_port_min"] < 200 < records["gpu01"]["figures"]["rdma_port_min"]
 
 
 def test_a_clean_pool_in_rail_mode_passes(tmp_path):

@@ -49,6 +49,7 @@ FIGURES = {
     "shared_write": ("shared file system write", "GB/s", True),
     "shared_read": ("shared file system read", "GB/s", True),
     "checkpoint_restore": ("checkpoint restore", "s", False),
+    "rdma_port_min": ("weakest RDMA port (ib_write_bw)", "Gb/s", True),
 }
 # The Slurm node's Extra field and the Kubernetes label that carry the mark.
 SLURM_KEY = "accepted_until"
@@ -107,6 +108,7 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
     node's status in the report (``fail``, ``drained``), or ``not accepted``.
     """
     figures = node_figures(report.get("runs") or [], report.get("storage") or [])
+    figures["rdma_port_min"] = rdma_port_figures(report.get("rdma_pairs") or [])
     time = stamp_time(report.get("timestamp"))
     accepted = set(accepted)
     out = []
@@ -128,6 +130,19 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
         if host in accepted:
             record["valid_until"] = valid_until(time, valid_days)
         out.append(record)
+    return out
+
+
+def rdma_port_figures(records: Iterable[Mapping]) -> dict[str, float]:
+    """host -> its weakest RDMA port's ib_write_bw figure (Gb/s), from the report's per-rail RDMA pairs
+    (acceptance/rdma_pairs.py). A port's figure is its best partner's: a partner's slow port does not
+    make this node's port look slow, its own slow port is slow with every partner."""
+    out: dict[str, float] = {}
+    for rec in records:
+        for port in (rec or {}).get("ports") or []:
+            host, value = port.get("host"), port.get("best_gbit")
+            if host and isinstance(value, (int, float)):
+                out[host] = min(out.get(host, float(value)), float(value))
     return out
 
 

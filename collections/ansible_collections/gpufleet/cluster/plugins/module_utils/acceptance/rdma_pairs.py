@@ -391,6 +391,8 @@ def judge(results: Iterable[Mapping], floor: float | None, *, how: str = "", poo
                 "device": device_of[key],
                 "partners": partners,
                 "min_gbit": min((r["average_gbit"] for r in measured), default=None),
+                # The port's own figure: its best partner (a slow port is slow with all of them).
+                "best_gbit": max((r["average_gbit"] for r in measured), default=None),
                 "slow_with": sorted(r["client"] if r["server"] == key[0] else r["server"] for r in slow),
                 "failed_with": sorted(r["client"] if r["server"] == key[0] else r["server"] for r in failed),
                 "verdict": verdict,

@@ -258,8 +258,8 @@ def size_bytes(value: Any) -> int | None:
 __all__ = [
     "LAUNCHERS",
     "check_acceptance",
-    "check_rdma_pairs",
     "check_launcher",
+    "check_rdma_pairs",
     "literal",
     "multi_node_ceiling_gbps",
     "pool_floors",
