@@ -210,3 +210,72 @@ def test_check_mode_previews_the_rounds_and_runs_nothing(tmp_path):
     got, stdout = run(tmp_path, FOUR, {"acceptance": {"rdma_pairs": {"mode": "all"}}}, "--check")
     assert got["records"] == [] and got["violations"] == []
     assert "3 round(s) of ib_write_bw (all)" in stdout
+
+
+READMIT = """- name: Re-admission, as the remediate role runs it after a node's single-node acceptance
+  hosts: readmitted
+  gather_facts: false
+  vars:
+    gpufleet_brief: "{{ lookup('file', brief) | from_yaml | combine(extra_brief, recursive=true) }}"
+    gpufleet_pool: {name: h100-lab, group: gpu_lab}
+  tasks:
+    - name: The node's rails, as node.yml records them
+      ansible.builtin.set_fact:
+        _acceptance_rdma_rails: >-
+          {{ hw[inventory_hostname] | gpufleet.cluster.rdma_pairs_rails(gpufleet_brief, 'h100-lab') }}
+
+    - name: The RDMA pair with the healthy neighbour
+      ansible.builtin.include_role:
+        name: acceptance
+        tasks_from: rdma_pairs_readmit
+      vars:
+        _acceptance_rdma_partner: gpu01
+        _acceptance_rdma_base_port: "{{ 18515 + 32 * ansible_play_batch.index(inventory_hostname) }}"
+
+    - name: Keep the verdict
+      ansible.builtin.copy:
+        content: "{{ _acceptance_rdma_readmit | to_json }}"
+        dest: "{{ out }}/{{ inventory_hostname }}.json"
+        mode: "0644"
+"""
+
+
+def test_a_readmitted_node_is_tested_against_a_healthy_neighbour(tmp_path):
+    nodes = {"gpu01": "h100-hgx-healthy", "gpu02": "h100-slow-rail", "gpu03": "h100-hgx-healthy"}
+    hosts, hw = [], {}
+    for node, name in nodes.items():
+        profile = json.loads((PROFILES / f"{name}.json").read_text())
+        profile["hostname"] = node
+        path = tmp_path / f"{node}.json"
+        path.write_text(json.dumps(profile))
+        wrapper = tmp_path / f"ib_write_bw-{node}"
+        wrapper.write_text(WRAPPER.format(profile=path, python=sys.executable, double=DOUBLE))
+        wrapper.chmod(0o755)
+        hosts.append(f"{node}: {{acceptance_ib_write_bw: {wrapper}, acceptance_rdma_pairs_address: 127.0.0.1}}")
+        hw[node] = hw_facts(profile)
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  vars:\n    ansible_connection: local\n  children:\n"
+        "    gpu_lab:\n      hosts: {" + ", ".join(hosts) + "}\n"
+        "    readmitted:\n      hosts: {gpu02: {}, gpu03: {}}\n"
+    )
+    (tmp_path / "play.yml").write_text(READMIT)
+    out = tmp_path / "out"
+    out.mkdir()
+    extra = {
+        "out": str(out),
+        "brief": str(ROOT / "inventories" / "lab" / "brief.yml"),
+        "extra_brief": {"acceptance": {"rdma_pairs": {"mode": "rail"}}},
+        "hw": hw,
+        "acceptance_rdma_pairs_timeout": 40,
+    }
+    argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts.yml", "play.yml", "-e", json.dumps(extra)]
+    env = ansible_env(None, ANSIBLE_PYTHON_INTERPRETER=str(VENV_BIN / "python"))
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    got = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    # Both re-admitted nodes wrote to the same neighbour at once, each on its own TCP ports.
+    assert {p["server"] for r in got.values() for p in r["pairs"]} == {"gpu01"}
+    assert all(len(r["pairs"]) == 8 and {p["status"] for p in r["pairs"]} == {"measured"} for r in got.values())
+    assert got["gpu03"]["violations"] == []
+    assert [(v["code"], v["host"]) for v in got["gpu02"]["violations"]] == [("RDMA_LINK_SLOW", None)]
+    assert "gpu02 mlx5_4 (rail 4)" in got["gpu02"]["violations"][0]["message"]

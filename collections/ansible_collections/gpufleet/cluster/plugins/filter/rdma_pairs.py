@@ -37,6 +37,11 @@ options:
   addresses:
     description: The address a client reaches each node's server at, by inventory name (default the name).
     type: dict
+  base_port:
+    description: The first TCP port of a round's servers (perftest's default 18515); each rail of each pair takes
+      the next.
+    type: int
+    default: 18515
 """
 
 EXAMPLES = r"""
@@ -64,7 +69,7 @@ def rdma_pairs_rails(hw, brief, pool):
     return rp.node_rails(hw or {}, brief or {}, _pool(brief, pool))
 
 
-def rdma_pairs_plan(nodes, brief, pool, rails, addresses=None):
+def rdma_pairs_plan(nodes, brief, pool, rails, addresses=None, base_port=rp.BASE_TCP_PORT):
     try:
         rule = rp.settings(brief)
         spec = _pool(brief, pool)
@@ -74,7 +79,7 @@ def rdma_pairs_plan(nodes, brief, pool, rails, addresses=None):
         if not rule.get("mode"):
             return {"enabled": False, "mode": None, "settings": rule, "rounds": [], **floor, "gpudirect": gpudirect}
         rounds = rp.schedule(list(nodes or []), rule["mode"])
-        planned = rp.plan(rounds, rails or {}, addresses or {}, gpudirect=gpudirect)
+        planned = rp.plan(rounds, rails or {}, addresses or {}, base_port=int(base_port), gpudirect=gpudirect)
     except rp.RdmaPairsError as exc:
         raise AnsibleFilterError(f"rdma_pairs_plan: {pool}: {exc}") from exc
     return {
