@@ -126,6 +126,7 @@ def run(tmp_path: Path, nodes: dict[str, str], extra_brief: dict, *args: str) ->
         "extra_brief": extra_brief,
         "hw": hw,
         "acceptance_rdma_pairs_timeout": 40,
+        "acceptance_rdma_pairs_port_spread": True,
     }
     argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts.yml", "play.yml", "-e", json.dumps(extra), *args]
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
@@ -267,6 +268,7 @@ def test_a_readmitted_node_is_tested_against_a_healthy_neighbour(tmp_path):
         "extra_brief": {"acceptance": {"rdma_pairs": {"mode": "rail"}}},
         "hw": hw,
         "acceptance_rdma_pairs_timeout": 40,
+        "acceptance_rdma_pairs_port_spread": True,
     }
     argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts.yml", "play.yml", "-e", json.dumps(extra)]
     env = ansible_env(None, ANSIBLE_PYTHON_INTERPRETER=str(VENV_BIN / "python"))

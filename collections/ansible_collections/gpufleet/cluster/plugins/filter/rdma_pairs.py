@@ -38,10 +38,13 @@ options:
     description: The address a client reaches each node's server at, by inventory name (default the name).
     type: dict
   base_port:
-    description: The first TCP port of a round's servers (perftest's default 18515); each rail of each pair takes
-      the next.
+    description: Rail r's server listens on this TCP port + r (perftest's default 18515).
     type: int
     default: 18515
+  spread:
+    description: Every rail of a round on its own TCP port from I(base_port) up, for nodes that share one address.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -69,7 +72,7 @@ def rdma_pairs_rails(hw, brief, pool):
     return rp.node_rails(hw or {}, brief or {}, _pool(brief, pool))
 
 
-def rdma_pairs_plan(nodes, brief, pool, rails, addresses=None, base_port=rp.BASE_TCP_PORT):
+def rdma_pairs_plan(nodes, brief, pool, rails, addresses=None, base_port=rp.BASE_TCP_PORT, spread=False):
     try:
         rule = rp.settings(brief)
         spec = _pool(brief, pool)
@@ -79,7 +82,9 @@ def rdma_pairs_plan(nodes, brief, pool, rails, addresses=None, base_port=rp.BASE
         if not rule.get("mode"):
             return {"enabled": False, "mode": None, "settings": rule, "rounds": [], **floor, "gpudirect": gpudirect}
         rounds = rp.schedule(list(nodes or []), rule["mode"])
-        planned = rp.plan(rounds, rails or {}, addresses or {}, base_port=int(base_port), gpudirect=gpudirect)
+        planned = rp.plan(
+            rounds, rails or {}, addresses or {}, base_port=int(base_port), gpudirect=gpudirect, spread=bool(spread)
+        )
     except rp.RdmaPairsError as exc:
         raise AnsibleFilterError(f"rdma_pairs_plan: {pool}: {exc}") from exc
     return {

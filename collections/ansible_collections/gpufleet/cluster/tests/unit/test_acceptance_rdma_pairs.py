@@ -267,8 +267,11 @@ def test_plan_runs_rail_to_rail_on_distinct_tcp_ports_with_gpudirect():
     plan = rdma_pairs_plan(list("abcd"), BRIEF, "h100", rails, {"a": "10.0.0.1"})
     assert plan["enabled"] and plan["gpudirect"] and plan["floor_gbit"] == 360 and len(plan["rounds"]) == 3
     first = plan["rounds"][0]
-    ports = [p["tcp_port"] for pair in first["pairs"] for p in pair["ports"]]
-    assert len(ports) == len(set(ports)) == 16 and min(ports) == rp.BASE_TCP_PORT
+    # A node is in one pair per round: rail r listens on 18515 + r on every server.
+    assert [[p["tcp_port"] for p in pair["ports"]] for pair in first["pairs"]] == [list(range(18515, 18523))] * 2
+    spread = rdma_pairs_plan(list("abcd"), BRIEF, "h100", rails, spread=True)["rounds"][0]
+    ports = [p["tcp_port"] for pair in spread["pairs"] for p in pair["ports"]]
+    assert ports == list(range(18515, 18531))  # nodes behind one address: every rail of the round its own
     pair = first["pairs"][0]
     assert pair["address"] == "10.0.0.1" and all(p["server_device"] == p["client_device"] for p in pair["ports"])
     cmd = rp.argv("ib_write_bw", "client", pair["ports"][4], plan["settings"], pair["address"])

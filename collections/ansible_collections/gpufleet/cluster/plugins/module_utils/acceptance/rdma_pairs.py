@@ -21,6 +21,9 @@ each on its own TCP port, ``-p``), every pair of a round at once. Pure planning 
   ``RDMA_PORT_SLOW``) or a link (slow with one partner only: ``RDMA_LINK_SLOW``), as the NCCL bisect
   narrows a slow pool to nodes; a run without a result table is ``RDMA_PAIR_FAILED``, never a pass.
 
+Rail r listens on TCP port 18515 + r (perftest's default port and the ports above it): the firewall
+role opens ``firewall_perftest_ports`` between the cluster's members for that exchange.
+
 What ib_write_bw prints (perftest's source, src/perftest_parameters.h: ``RESULT_LINE``,
 ``RESULT_FMT`` / ``RESULT_FMT_G`` and ``REPORT_FMT``; the figures are computed in
 ``print_report_bw`` of src/perftest_parameters.c), after the settings and the QP addresses::
@@ -60,7 +63,7 @@ DEFAULTS = {
 # Without a floor in the brief: 90 % of the port's line rate. Published ib_write_bw runs reach
 # 97-99 % of it with large messages (e.g. 394 Gb/s on NDR 400).
 DEFAULT_FRACTION = 0.9
-BASE_TCP_PORT = 18515  # perftest's DEF_PORT; a round's servers listen on it and the ports above
+BASE_TCP_PORT = 18515  # perftest's DEF_PORT; rail r's server listens on BASE_TCP_PORT + r
 MB_TO_GBIT = 8 * 1048576 / 1e9
 NEAR_TOKENS = ("PIX", "PXB")
 _LAYER_FOR_FABRIC = {"infiniband": "InfiniBand", "roce": "Ethernet"}
@@ -205,12 +208,14 @@ def plan(
     *,
     base_port: int = BASE_TCP_PORT,
     gpudirect: bool = False,
+    spread: bool = False,
 ) -> list[dict]:
     """Each round: ``{round, pairs: [{server, client, ports: [...]}], skipped: [...]}``.
 
     The first node of a pair is the server (ib_write_bw without an address: it waits), the second
-    the client (it writes to the server's address). Each server of a round listens on its own TCP
-    port, from base_port up (two pairs may share a host's address, as in a lab on one machine). A rail
+    the client (it writes to the server's address). Rail r's server listens on TCP port base_port + r
+    (a node is in one pair per round); ``spread`` gives every rail of the round its own port from
+    base_port up instead, for nodes that share one address (a test bed on one machine). A rail
     only one of the two nodes has is listed in ``skipped`` (the hardware gate names the missing
     port); a pair where either node has no rail at all is skipped whole.
     """
@@ -235,7 +240,7 @@ def plan(
                 ports.append(
                     {
                         "rail": rail,
-                        "tcp_port": tcp - 1,
+                        "tcp_port": (tcp - 1) if spread else base_port + rail,
                         "server_device": s["device"],
                         "server_ib_port": s.get("port", 1),
                         "server_gpu": s.get("gpu") if gpudirect else None,
