@@ -100,7 +100,9 @@ def hw_facts(profile: dict) -> dict:
     }
 
 
-def run(tmp_path: Path, nodes: dict[str, str], extra_brief: dict, *args: str) -> tuple[dict, str]:
+def run(
+    tmp_path: Path, nodes: dict[str, str], extra_brief: dict, *args: str, absent: str | None = None
+) -> tuple[dict, str]:
     hosts, hw = [], {}
     for node, name in nodes.items():
         profile = json.loads((PROFILES / f"{name}.json").read_text())
@@ -110,7 +112,8 @@ def run(tmp_path: Path, nodes: dict[str, str], extra_brief: dict, *args: str) ->
         wrapper = tmp_path / f"ib_write_bw-{node}"
         wrapper.write_text(WRAPPER.format(profile=path, python=sys.executable, double=DOUBLE))
         wrapper.chmod(0o755)
-        hosts.append(f"{node}: {{acceptance_ib_write_bw: {wrapper}, acceptance_rdma_pairs_address: 127.0.0.1}}")
+        binary = tmp_path / "absent" / "ib_write_bw" if node == absent else wrapper
+        hosts.append(f"{node}: {{acceptance_ib_write_bw: {binary}, acceptance_rdma_pairs_address: 127.0.0.1}}")
         hw[node] = hw_facts(profile)
     (tmp_path / "hosts.yml").write_text(
         "all:\n  vars:\n    ansible_connection: local\n  children:\n"
@@ -127,6 +130,7 @@ def run(tmp_path: Path, nodes: dict[str, str], extra_brief: dict, *args: str) ->
         "hw": hw,
         "acceptance_rdma_pairs_timeout": 40,
         "acceptance_rdma_pairs_port_spread": True,
+        "acceptance_rdma_pairs_connect_wait": 3,
     }
     argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts.yml", "play.yml", "-e", json.dumps(extra), *args]
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
@@ -205,6 +209,19 @@ def test_two_nodes_cannot_tell_port_from_link_and_name_both_ends(tmp_path):
     message = got["violations"][0]["message"]
     assert "gpu01 mlx5_4 (rail 4)" in message and "gpu02 mlx5_4 (rail 4)" in message
     assert got["drain"] == []
+
+
+def test_a_node_without_ib_write_bw_fails_with_every_partner_and_is_named(tmp_path):
+    nodes = {"gpu01": "h100-hgx-healthy", "gpu02": "h100-hgx-healthy", "gpu03": "h100-hgx-healthy"}
+    got, _ = run(tmp_path, nodes, {"acceptance": {"rdma_pairs": {"mode": "all"}}}, absent="gpu03")
+    (record,) = got["records"]
+    failed = [p for p in record["pairs"] if p["status"] == "failed"]
+    # Every rail of both of gpu03's pairs failed, as server or client; none read as a figure.
+    assert len(failed) == 16 and all("gpu03" in (p["server"], p["client"]) for p in failed)
+    assert all("average_gbit" not in p for p in failed)
+    found = {(v["code"], v["host"]) for v in got["violations"]}
+    assert found == {("RDMA_PAIR_FAILED", "gpu03")} and len(got["violations"]) == 8  # one per rail
+    assert {d["host"] for d in got["drain"]} == {"gpu03"}
 
 
 def test_check_mode_previews_the_rounds_and_runs_nothing(tmp_path):
