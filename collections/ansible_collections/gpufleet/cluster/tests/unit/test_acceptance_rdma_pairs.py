@@ -456,3 +456,29 @@ def test_double_fails_as_the_tool_does():
         [sys.executable, DOUBLE, "-d", "mlx5_3"], env=down_env, capture_output=True, text=True, check=False
     )
     assert down.returncode == 1 and "state is Down" in down.stderr
+
+
+# --- history ------------------------------------------------------------------------------------
+
+
+def test_history_keeps_each_nodes_weakest_port_and_its_trend():
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
+
+    before = rp.judge(pool_results(list("abc"), 2, lambda a, b, r: 392.0), 360.0)
+    after = rp.judge(pool_results(list("abc"), 2, lambda a, b, r: 300.0 if r == 1 and "c" in (a, b) else 392.0), 360.0)
+    # A node's port figure is its best partner's: a and b are not marked by c's slow port.
+    assert history.rdma_port_figures([after]) == {"a": 392.0, "b": 392.0, "c": 300.0}
+    records = []
+    for stamp, rec in (("20260101T000000Z", before), ("20260201T000000Z", after)):
+        report = {
+            "timestamp": stamp,
+            "cluster": "lab",
+            "nodes": [{"host": h, "pool": "p"} for h in "abc"],
+            "rdma_pairs": [rec],
+        }
+        records += history.acceptance_records(report, accepted=list("abc"), valid_days=90)
+    headers, rows = history.node_table([r for r in records if r["host"] == "c"])
+    assert "rdma_port_min" in headers and [row[headers.index("rdma_port_min")] for row in rows] == [392.0, 300.0]
+    trends, degraded = history.trends(records, {"acceptance": {"history": {"max_degradation_pct": 10}}})
+    assert [(t["host"], t["figure"]) for t in trends if t["degraded"]] == [("c", "rdma_port_min")]
+    assert [(v["code"], v["host"]) for v in degraded] == [("NODE_DEGRADED", "c")]
