@@ -482,3 +482,37 @@ def test_history_keeps_each_nodes_weakest_port_and_its_trend():
     trends, degraded = history.trends(records, {"acceptance": {"history": {"max_degradation_pct": 10}}})
     assert [(t["host"], t["figure"]) for t in trends if t["degraded"]] == [("c", "rdma_port_min")]
     assert [(v["code"], v["host"]) for v in degraded] == [("NODE_DEGRADED", "c")]
+
+
+# --- the runner module ---------------------------------------------------------------------------
+
+
+def test_runner_runs_every_rail_at_once_kills_at_its_timeout_and_retries_a_server_not_listening(tmp_path):
+    import time
+
+    from ansible_collections.gpufleet.cluster.plugins.modules import rdma_pairs_run
+
+    flag = tmp_path / "listening"
+    late = tmp_path / "late.sh"
+    # A client whose server listens only from its second try on: the first try fails as perftest does.
+    late.write_text(
+        f"#!/bin/sh\nif [ -e {flag} ]; then echo table; exit 0; fi\n"
+        f'touch {flag}; echo "Couldn\'t connect to 10.0.0.1:18515" >&2; exit 1\n'
+    )
+    late.chmod(0o755)
+    started = time.monotonic()
+    out = rdma_pairs_run.run_all(
+        [["sleep", "1"], ["sleep", "1"], ["sleep", "30"], [str(late)], [str(tmp_path / "absent")]],
+        timeout=3,
+        side="client",
+        connect_wait=10,
+    )
+    elapsed = time.monotonic() - started
+    assert 2.5 < elapsed < 10  # the two 1 s runs at once, the 30 s one killed at 3 s
+    assert [o["rc"] for o in out[:2]] == [0, 0] and out[2]["timed_out"] and out[2]["rc"] is None
+    assert out[3]["rc"] == 0 and out[3]["stdout"].strip() == "table"
+    assert out[4]["rc"] == 127 and "absent" in out[4]["stderr"]
+    # A server is not restarted: "Couldn't connect" is a client's message.
+    flag.unlink()
+    (server,) = rdma_pairs_run.run_all([[str(late)]], timeout=5, side="server", connect_wait=10)
+    assert server["rc"] == 1
