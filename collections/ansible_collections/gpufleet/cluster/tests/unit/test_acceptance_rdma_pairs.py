@@ -516,3 +516,16 @@ def test_runner_runs_every_rail_at_once_kills_at_its_timeout_and_retries_a_serve
     flag.unlink()
     (server,) = rdma_pairs_run.run_all([[str(late)]], timeout=5, side="server", connect_wait=10)
     assert server["rc"] == 1
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [("1M", 1 << 20), ("1MiB", 1 << 20), ("64 KB", 65536), ("1.5G", 3 << 29), (4096, 4096), ("8B", 8)],
+)
+def test_sizes_read_as_the_brief_writes_them(size, expected):
+    assert rp.size_bytes(size) == expected
+
+
+def test_a_size_that_is_not_one_is_refused():
+    with pytest.raises(rp.RdmaPairsError, match="size"):
+        rp.size_bytes("big")

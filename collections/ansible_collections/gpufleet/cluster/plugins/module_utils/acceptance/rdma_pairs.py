@@ -70,7 +70,8 @@ _LAYER_FOR_FABRIC = {"infiniband": "InfiniBand", "roce": "Ethernet"}
 
 _HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(Gb|MB)/sec\]\s+BW average\[(Gb|MB)/sec\]\s+MsgRate\[Mpps\]")
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s*$")
-_SIZE = re.compile(r"^(\d+)([KMG]?)$", re.I)
+# The brief's sizes (schema.Size): 1M, 1MiB, 1.5G, 65536, 64 KB; binary multiples, as nccl-tests reads them.
+_SIZE = re.compile(r"^ *(\d+(?:\.\d+)?) *(?:([KMGT])i?B?|B)? *$", re.I)
 
 
 class RdmaPairsError(ValueError):
@@ -92,7 +93,8 @@ def size_bytes(size) -> int:
     m = _SIZE.match(str(size).strip())
     if not m:
         raise RdmaPairsError(f"{FIELD}.size: expected bytes or a size such as 1M, found {size!r}")
-    return int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2).upper()]
+    unit = (m.group(2) or "").upper()
+    return int(float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit])
 
 
 def floor_gbit(rule: Mapping, link_speed_gbps) -> dict:
