@@ -138,6 +138,7 @@ def rdma_pairs_judge(runs, plan):
                 "stdout": res.get("stdout"),
                 "stderr": res.get("stderr"),
                 "timed_out": res.get("timed_out"),
+                "timeout": res.get("seconds"),
                 "server_rc": server.get("rc"),
                 "server_timed_out": server.get("timed_out"),
             }
