@@ -487,7 +487,7 @@ def test_history_keeps_each_nodes_weakest_port_and_its_trend():
 # --- the runner module ---------------------------------------------------------------------------
 
 
-def test_runner_runs_every_rail_at_once_kills_at_its_timeout_and_retries_a_server_not_listening(tmp_path):
+def test_runner_starts_every_rail_detached_and_collects_each_at_its_end(tmp_path):
     import time
 
     from ansible_collections.gpufleet.cluster.plugins.modules import rdma_pairs_run
@@ -500,22 +500,26 @@ def test_runner_runs_every_rail_at_once_kills_at_its_timeout_and_retries_a_serve
         f'touch {flag}; echo "Couldn\'t connect to 10.0.0.1:18515" >&2; exit 1\n'
     )
     late.chmod(0o755)
+    run = str(tmp_path / "runs" / "r1-gpu01-client")
     started = time.monotonic()
-    out = rdma_pairs_run.run_all(
-        [["sleep", "1"], ["sleep", "1"], ["sleep", "30"], [str(late)], [str(tmp_path / "absent")]],
-        timeout=3,
-        side="client",
-        connect_wait=10,
-    )
+    cmds = [["sleep", "2"], ["sleep", "2"], ["sleep", "60"], [str(late)], [str(tmp_path / "absent")]]
+    rdma_pairs_run.start(run, cmds, [0, 1, 2, 3, 4], timeout=4, side="client", connect_wait=10)
+    assert time.monotonic() - started < 1.5  # returns at once: the runs go on detached
+    out = rdma_pairs_run.collect(run)
     elapsed = time.monotonic() - started
-    assert 2.5 < elapsed < 10  # the two 1 s runs at once, the 30 s one killed at 3 s
-    assert [o["rc"] for o in out[:2]] == [0, 0] and out[2]["timed_out"] and out[2]["rc"] is None
-    assert out[3]["rc"] == 0 and out[3]["stdout"].strip() == "table"
-    assert out[4]["rc"] == 127 and "absent" in out[4]["stderr"]
-    # A server is not restarted: "Couldn't connect" is a client's message.
+    assert 3.5 < elapsed < 15  # the two 2 s runs at once; the 60 s one killed by timeout(1) at 4 s
+    assert [o["rc"] for o in out[:2]] == [0, 0] and not out[0]["timed_out"]
+    assert out[2]["timed_out"] and out[2]["rc"] == 124
+    assert out[3]["rc"] == 0 and out[3]["stdout"].strip() == "table"  # started again once its server listened
+    assert out[4]["rc"] == 127 and not out[4]["timed_out"]
+    assert not os.path.exists(run)  # collected: the files are gone
+    # A server is not started again: "Couldn't connect" is a client's message.
     flag.unlink()
-    (server,) = rdma_pairs_run.run_all([[str(late)]], timeout=5, side="server", connect_wait=10)
-    assert server["rc"] == 1
+    rdma_pairs_run.start(run, [[str(late)]], [0], timeout=5, side="server", connect_wait=10)
+    (server,) = rdma_pairs_run.collect(run)
+    assert server["rc"] == 1 and "Couldn't connect" in server["stderr"]
+    with pytest.raises(OSError, match="no runs were started"):
+        rdma_pairs_run.collect(run)
 
 
 @pytest.mark.parametrize(
