@@ -19,7 +19,7 @@ description:
   - C(action=collect) waits until every rail of I(run_id) has ended (at most I(timeout) + I(connect_wait) + 15 seconds
     after the start; a process still running then is killed and reported C(timed_out)), returns each one's output
     and exit status, and removes the files.
-  - Ansible's C(async) is not used: Mitogen (the lab's and the scenarios' strategy) never finishes fire-and-forget
+  - Ansible's C(async) is not used, as Mitogen (the lab's and the scenarios' strategy) never finishes fire-and-forget
     jobs.
   - In check mode nothing runs; each rail's command line is returned.
 options:
