@@ -101,7 +101,12 @@ def hw_facts(profile: dict) -> dict:
 
 
 def run(
-    tmp_path: Path, nodes: dict[str, str], extra_brief: dict, *args: str, absent: str | None = None
+    tmp_path: Path,
+    nodes: dict[str, str],
+    extra_brief: dict,
+    *args: str,
+    absent: str | None = None,
+    strategy: str = "linear",
 ) -> tuple[dict, str]:
     hosts, hw = [], {}
     for node, name in nodes.items():
@@ -123,6 +128,7 @@ def run(
     (tmp_path / "play.yml").write_text(PLAYBOOK)
     out = tmp_path / "out.json"
     env = ansible_env(None, ANSIBLE_PYTHON_INTERPRETER=str(VENV_BIN / "python"))
+    env["ANSIBLE_STRATEGY"] = strategy
     extra = {
         "out": str(out),
         "brief": str(ROOT / "inventories" / "lab" / "brief.yml"),
@@ -200,6 +206,17 @@ def test_a_clean_pool_in_rail_mode_passes(tmp_path):
     # Three nodes in a ring: three neighbour pairs, three rounds (an odd cycle).
     assert record["rounds"] == 3 and len({(p["server"], p["client"]) for p in record["pairs"]}) == 3
     assert record["floor_gbit"] == 380 and got["violations"] == [] and got["drain"] == []
+
+
+def test_the_detached_runs_finish_under_mitogen_too(tmp_path):
+    # The lab and the scenarios run over Mitogen, which never finishes Ansible's fire-and-forget async.
+    nodes = {"gpu01": "h100-hgx-healthy", "gpu02": "h100-hgx-healthy"}
+    got, _ = run(
+        tmp_path, nodes, {"acceptance": {"rdma_pairs": {"mode": "all"}}}, strategy="gpufleet.cluster.mitogen_linear"
+    )
+    (record,) = got["records"]
+    assert len(record["pairs"]) == 8 and {p["status"] for p in record["pairs"]} == {"measured"}
+    assert got["violations"] == []
 
 
 def test_two_nodes_cannot_tell_port_from_link_and_name_both_ends(tmp_path):
