@@ -160,6 +160,7 @@ def rdma_pairs_judge(runs, plan):
             )
     merged.sort(key=lambda r: (r["round"] or 0, r["server"], r["client"], r["rail"]))
     record = rp.judge(merged, plan.get("floor_gbit"), how=plan.get("floor_how") or "", pool=plan.get("pool"))
+    record["violations"] += rp.not_run(plan)
     record.update(
         pool=plan.get("pool"),
         mode=plan.get("mode"),

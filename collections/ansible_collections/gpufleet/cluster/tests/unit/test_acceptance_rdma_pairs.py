@@ -533,3 +533,20 @@ def test_sizes_read_as_the_brief_writes_them(size, expected):
 def test_a_size_that_is_not_one_is_refused():
     with pytest.raises(rp.RdmaPairsError, match="size"):
         rp.size_bytes("big")
+
+
+def test_a_rail_one_node_lacks_or_a_pool_without_rails_is_not_a_pass():
+    rails = {
+        "a": [{"rail": 0, "device": "mlx5_0"}, {"rail": 1, "device": "mlx5_1"}],
+        "b": [{"rail": 0, "device": "mlx5_0"}],
+        "c": [{"rail": 0, "device": "mlx5_0"}, {"rail": 1, "device": "mlx5_1"}],
+    }
+    plan = rdma_pairs_plan(list("abc"), BRIEF, "h100", rails)
+    record = rdma_pairs_judge([], plan)
+    lacking = [(v["code"], v["host"]) for v in record["violations"] if "has no rail" in v["message"]]
+    assert lacking == [("RDMA_PAIR_FAILED", "b")]
+    assert "a, c have: rail 1 was not measured" in next(
+        v["message"] for v in record["violations"] if "has no rail" in v["message"]
+    )
+    empty = rdma_pairs_plan(list("ab"), BRIEF, "h100", {"a": [], "b": []})
+    assert [(v["code"], v["host"]) for v in rdma_pairs_judge([], empty)["violations"]] == [("RDMA_PAIR_FAILED", None)]

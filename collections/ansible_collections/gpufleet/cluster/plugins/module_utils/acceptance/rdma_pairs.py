@@ -463,6 +463,41 @@ def judge(results: Iterable[Mapping], floor: float | None, *, how: str = "", poo
     return {"floor_gbit": floor, "floor_how": how, "pairs": rows, "ports": ports, "violations": found}
 
 
+def not_run(plan: Mapping) -> list[dict]:
+    """``RDMA_PAIR_FAILED`` for what the brief asked and nothing measured: a node without a rail its
+    partners have (one per node and rail), or a pool whose pairs had no rail at all."""
+    rounds = plan.get("rounds") or []
+    where = f" in pool {plan.get('pool')}" if plan.get("pool") else ""
+    lacking: dict[tuple[str, int], list[str]] = {}
+    for rnd in rounds:
+        for s in rnd.get("skipped") or []:
+            node = s["why"].split(" has no rail ")[0]
+            partner = s["client"] if node == s["server"] else s["server"]
+            lacking.setdefault((node, int(s["rail"])), []).append(partner)
+    out = [
+        violation(
+            "RDMA_PAIR_FAILED",
+            FIELD,
+            f"{node}{where} has no rail {rail} (no fabric RDMA port for it was gathered), which "
+            f"{', '.join(sorted(set(partners)))} have: rail {rail} was not measured. The hardware gate names the "
+            "missing port (HW_RDMA_PORT_COUNT, ibstat)",
+            host=node,
+        )
+        for (node, rail), partners in sorted(lacking.items())
+    ]
+    planned = sum(len(p.get("ports") or []) for rnd in rounds for p in rnd.get("pairs") or [])
+    if plan.get("enabled") and rounds and not planned and not out:
+        out.append(
+            violation(
+                "RDMA_PAIR_FAILED",
+                FIELD,
+                f"no rail{where} could be paired: no node recorded a fabric RDMA port (gpu_facts' rdma.ports), so "
+                "ib_write_bw measured nothing. Check the brief's fabric and the nodes' RDMA devices (ibstat)",
+            )
+        )
+    return out
+
+
 def drain_reasons(records: Iterable[Mapping] | None) -> dict[str, list[str]]:
     """``{host: [reason]}``: the nodes the pools' RDMA records blame for a port (slow or failed with
     every partner), each reason short enough for Slurm's ``Reason=``
