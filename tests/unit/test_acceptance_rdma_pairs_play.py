@@ -58,6 +58,8 @@ PLAYBOOK = """- name: Phase 1's records, as node.yml leaves them
         _acceptance_violations: []
         _acceptance_pool: {name: h100-lab, group: gpu_lab}
         _acceptance_pool_nodes: "{{ groups['gpu_lab'] }}"
+        # As pool.yml gives it: the pool's nodes whose phase 1 recorded their rails.
+        _acceptance_rdma_nodes: "{{ groups['gpu_lab'] }}"
 
     - name: RDMA pairs
       ansible.builtin.include_role:
