@@ -550,3 +550,23 @@ def test_a_rail_one_node_lacks_or_a_pool_without_rails_is_not_a_pass():
     )
     empty = rdma_pairs_plan(list("ab"), BRIEF, "h100", {"a": [], "b": []})
     assert [(v["code"], v["host"]) for v in rdma_pairs_judge([], empty)["violations"]] == [("RDMA_PAIR_FAILED", None)]
+
+
+def test_double_client_reads_the_peers_profile_when_the_server_cannot_be_reached(tmp_path):
+    # The lab's containers may not reach each other's ports: the client then answers from the
+    # server's profile under peers/<address>.json, as the all_reduce_perf double does.
+    with open(profile_path("h100-slow-rail"), encoding="utf-8") as fh:
+        (tmp_path / "127.0.0.1.json").write_text(fh.read())
+    env = dict(
+        os.environ,
+        GPUFLEET_HW_PROFILE=profile_path("h100-hgx-healthy"),
+        GPUFLEET_DOUBLE_IB_CONNECT_WAIT="0.3",
+        GPUFLEET_DOUBLE_PEERS_DIR=str(tmp_path),
+        GPUFLEET_DOUBLE_IB_SECONDS="0",
+    )
+    args = [sys.executable, DOUBLE, "-d", "mlx5_4", "-p", str(free_port()), "--report_gbits", "-D", "5", "127.0.0.1"]
+    slow = subprocess.run(args, env=env, capture_output=True, text=True, check=False, timeout=60)
+    assert slow.returncode == 0 and 190 < rp.parse(slow.stdout)["average_gbit"] < 200
+    args[3] = "mlx5_3"
+    fast = subprocess.run(args, env=env, capture_output=True, text=True, check=False, timeout=60)
+    assert fast.returncode == 0 and rp.parse(fast.stdout)["average_gbit"] > 388
