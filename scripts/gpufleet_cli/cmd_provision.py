@@ -7,6 +7,7 @@ import dataclasses
 import glob
 import json
 import os
+import re
 import time
 
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.link_errors import (
@@ -279,6 +280,7 @@ def acceptance_line(reports: str, since: float = 0.0, cluster: str | None = None
             + storage_workload_summary(data)
             + dcgm_diag_summary(data)
             + link_errors_summary(data)
+            + rdma_pairs_summary(data)
         )
         if isinstance(data, dict)
         else ""
@@ -418,6 +420,33 @@ def link_errors_summary(report: dict, shown: int = 4) -> str:
 
 
 # --- end link error counters ---
+
+
+# --- per-rail RDMA pairs in the summary (docs/nccl-acceptance.md, "Per-rail RDMA pairs") ---
+def rdma_pairs_summary(report: dict, shown: int = 4) -> str:
+    """``; RDMA pairs: PASS (48 rail runs, 3 rounds)`` or ``FAIL (port gpu03 mlx5_4 rail 4; ...)`` for a
+    report whose pools ran them, else ``""``."""
+    records = [r for r in report.get("rdma_pairs") or [] if isinstance(r, dict)]
+    if not records:
+        return ""
+    runs = sum(len(r.get("pairs") or []) for r in records)
+    rounds = sum(int(r.get("rounds") or 0) for r in records)
+    named = []
+    for r in records:
+        for p in r.get("ports") or []:
+            if p.get("verdict") in ("slow", "failed"):
+                named.append(f"{p['verdict']} port {p.get('host')} {p.get('device')} rail {p.get('rail')}")
+        for v in r.get("violations") or []:
+            if v.get("code") in ("RDMA_LINK_SLOW", "RDMA_PAIR_FAILED") and not v.get("host"):
+                ends = re.split(r" writes at |: ", str(v.get("message") or ""))[0]
+                named.append(f"{'slow link' if v['code'] == 'RDMA_LINK_SLOW' else 'failed run'} {ends}")
+    if not named:
+        return f"; RDMA pairs: PASS ({runs} rail runs, {rounds} round(s))"
+    more = f"; and {len(named) - shown} more" if len(named) > shown else ""
+    return f"; RDMA pairs: FAIL ({'; '.join(named[:shown])}{more})"
+
+
+# --- end per-rail RDMA pairs ---
 
 
 def gate_table(gate_dir: str | None) -> str:

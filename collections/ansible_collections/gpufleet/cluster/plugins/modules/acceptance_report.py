@@ -156,6 +156,14 @@ options:
     description: Host -> why the caller left it out of this acceptance (e.g. the CLI's "unreachable in stage X").
     type: dict
     default: {}
+  rdma_pairs:
+    description:
+      - Each pool's per-rail RDMA pairs record (P(gpufleet.cluster.rdma_pairs_judge#filter)), shown as the report's
+        C(rdma_pairs) section; its violations come in I(violations). Each node's weakest port joins its history
+        (C(rdma_port_min), Gb/s).
+    type: list
+    elements: dict
+    default: []
   brief:
     description:
       - The topology brief. With it the report judges each node's single-node busbw, GPU-to-GPU copy and storage
@@ -452,6 +460,7 @@ def main() -> None:
             "excluded": {"type": "dict", "default": {}},
             "fallback_dest": {"type": "path"},
             "brief": {"type": "dict", "default": {}},
+            "rdma_pairs": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )
@@ -505,6 +514,7 @@ def main() -> None:
             ),
             brief=p["brief"],
             link_errors=p["link_errors"],
+            rdma_pairs=p["rdma_pairs"],
         )
         # Each node against its own history (reports/<cluster>/history.jsonl): trends, NODE_DEGRADED,
         # and the date the nodes accepted here are valid until.

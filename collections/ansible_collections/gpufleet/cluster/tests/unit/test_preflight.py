@@ -672,6 +672,22 @@ FAILING = [
         None,
         "acceptance.multi_node_busbw_gbps",
     ),
+    (
+        "rdma pairs floor above the line rate",
+        "slurm",
+        brief_set(("acceptance.rdma_pairs", {"mode": "all", "min_gbps": 51})),
+        "ACCEPT_RDMA_PAIRS_FLOOR",
+        None,
+        "acceptance.rdma_pairs.min_gbps",
+    ),
+    (
+        "rdma pairs fraction zero",
+        "slurm",
+        brief_set(("acceptance.rdma_pairs", {"mode": "rail", "min_fraction": 0})),
+        "ACCEPT_RDMA_PAIRS_FLOOR",
+        None,
+        "acceptance.rdma_pairs.min_fraction",
+    ),
     ("max_wrong", "slurm", brief_set(("acceptance.max_wrong", 1)), "ACCEPT_MAX_WRONG", None, "acceptance.max_wrong"),
     (
         "max_wrong waived",

@@ -54,6 +54,7 @@ FIGURES = {
     "shared_write": ("shared file system write", "GB/s", True),
     "shared_read": ("shared file system read", "GB/s", True),
     "checkpoint_restore": ("checkpoint restore", "s", False),
+    "rdma_port_min": ("weakest RDMA port (ib_write_bw)", "Gb/s", True),
 }
 # The Slurm node's Extra field and the Kubernetes label that carry the mark.
 SLURM_KEY = "accepted_until"
@@ -113,6 +114,7 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
     """
     figures = node_figures(report.get("runs") or [], report.get("storage") or [])
     links = {r.get("host"): link_history(r) for r in report.get("link_errors") or [] if isinstance(r, Mapping)}
+    figures["rdma_port_min"] = rdma_port_figures(report.get("rdma_pairs") or [])
     time = stamp_time(report.get("timestamp"))
     accepted = set(accepted)
     out = []
@@ -162,6 +164,19 @@ def diag_cell(value) -> str | None:
         return None
     text = f"-r {value.get('level')} {value.get('status')}"
     return text + (f": {', '.join(value['failed'])}" if value.get("failed") else "")
+
+
+def rdma_port_figures(records: Iterable[Mapping]) -> dict[str, float]:
+    """host -> its weakest RDMA port's ib_write_bw figure (Gb/s), from the report's per-rail RDMA pairs
+    (acceptance/rdma_pairs.py). A port's figure is its best partner's: a partner's slow port does not
+    make this node's port look slow, its own slow port is slow with every partner."""
+    out: dict[str, float] = {}
+    for rec in records:
+        for port in (rec or {}).get("ports") or []:
+            host, value = port.get("host"), port.get("best_gbit")
+            if host and isinstance(value, (int, float)):
+                out[host] = min(out.get(host, float(value)), float(value))
+    return out
 
 
 def _not_accepted(status) -> str:

@@ -138,6 +138,7 @@ def build_report(
     not_accepted: Sequence[dict] = (),
     brief: dict | None = None,
     link_errors: Sequence[dict] = (),
+    rdma_pairs: Sequence[dict] = (),
 ) -> dict:
     """Everything the report shows, as one JSON-able dict. Pure.
 
@@ -152,6 +153,8 @@ def build_report(
     ``brief``: the topology brief; with it the report judges each node against its pool
     (``outliers``, acceptance_outliers.py) and sets the provider's quote beside the brief and the
     measurement (``quote``, acceptance_quote.py), their violations joining ``violations``.
+    ``rdma_pairs``: each pool's per-rail RDMA pairs record (acceptance/rdma_pairs.py); its violations
+    come in ``violations`` with the others.
     """
     entries = [_run_entry(r) for r in runs]
     drained = sorted(set(drained))
@@ -169,7 +172,7 @@ def build_report(
     # Storage / workload: their violations are in ``violations``; ``nccl`` False when the NCCL
     # phases were not selected (tags), so an empty Runs table is not a failure, but testing nothing is.
     storage = [dict(r) for r in storage]
-    tested = bool(entries or storage or (workload and not workload.get("skipped")))
+    tested = bool(entries or storage or (workload and not workload.get("skipped")) or rdma_pairs)
     verdict = FAIL if errors or gated_fail or (nccl and not entries) or not tested else PASS
     not_accepted = [dict(n) for n in not_accepted]
     if verdict == PASS and not_accepted:
@@ -207,6 +210,7 @@ def build_report(
         "quote": quote_section,
         "outliers": outlier_section,
         "link_errors": [dict(r) for r in link_errors],
+        "rdma_pairs": [dict(r) for r in rdma_pairs],
     }
 
 
@@ -359,6 +363,7 @@ def render_markdown(report: dict) -> str:
     out += render_dcgm_diag(report)
     out += render_collectives(report)
     out += render_link_errors(report)
+    out += render_rdma_pairs(report)
 
     nodes = report.get("nodes") or []
     if nodes:
@@ -558,6 +563,84 @@ def render_dcgm_diag(report: dict) -> list[str]:
         )
     out += _table(["host", "level", "DCGM", "status", "tests", "failed / warned (GPU, test)"], rows)
     out.append("")
+    return out
+
+
+def render_rdma_pairs(report: dict) -> list[str]:
+    """Each pool's per-rail RDMA pairs (ib_write_bw, acceptance/rdma_pairs.py): every port with its
+    weakest and best figure over its partners and its verdict, then every rail of a pair below the floor or
+    failed; nothing when no pool ran them."""
+    records = report.get("rdma_pairs") or []
+    if not records:
+        return []
+    out = ["## Per-rail RDMA pairs (ib_write_bw)", ""]
+    for rec in records:
+        pairs = rec.get("pairs") or []
+        floor = rec.get("floor_gbit")
+        out.append(
+            f"Pool {rec.get('pool')}: mode {rec.get('mode')}, {rec.get('rounds')} round(s), {len(pairs)} rail run(s), "
+            f"GPUDirect {'on' if rec.get('gpudirect') else 'off'}, floor "
+            + (f"{floor:g} Gb/s per port ({rec.get('floor_how')})." if floor is not None else "none.")
+        )
+        out.append("")
+        rows = [
+            [
+                p.get("host"),
+                p.get("rail"),
+                p.get("device"),
+                p.get("partners"),
+                p.get("min_gbit"),
+                p.get("best_gbit"),
+                p.get("verdict"),
+                p.get("slow_with"),
+                p.get("failed_with"),
+            ]
+            for p in rec.get("ports") or []
+        ]
+        out += _table(
+            [
+                "host",
+                "rail",
+                "device",
+                "partners",
+                "weakest (Gb/s)",
+                "best (Gb/s)",
+                "verdict",
+                "slow with",
+                "failed with",
+            ],
+            rows,
+        )
+        out.append("")
+        bad = [
+            p
+            for p in pairs
+            if p.get("status") != "measured" or (floor is not None and p.get("average_gbit", 0) < floor)
+        ]
+        if bad:
+            out.append("Below the floor or failed (client -> server):")
+            out.append("")
+            out += _table(
+                ["round", "rail", "client", "server", "Gb/s", "status"],
+                [
+                    [
+                        p.get("round"),
+                        p.get("rail"),
+                        f"{p.get('client')} {p.get('client_device')}",
+                        f"{p.get('server')} {p.get('server_device')}",
+                        p.get("average_gbit"),
+                        p.get("status") if p.get("status") == "measured" else f"failed: {p.get('reason')}",
+                    ]
+                    for p in bad
+                ],
+            )
+            out.append("")
+        if rec.get("skipped"):
+            out.append(
+                "Not run: "
+                + "; ".join(f"{s['server']}-{s['client']} rail {s['rail']} ({s['why']})" for s in rec["skipped"])
+            )
+            out.append("")
     return out
 
 

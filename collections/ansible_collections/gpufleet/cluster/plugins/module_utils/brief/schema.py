@@ -924,6 +924,31 @@ LINK_ERRORS = Map(
     }
 )
 
+# Per-rail RDMA bandwidth between node pairs (perftest's ib_write_bw; acceptance/rdma_pairs.py,
+# docs/nccl-acceptance.md "Per-rail RDMA pairs"). Off unless mode is given.
+RDMA_PAIRS = Map(
+    fields={
+        "mode": Field(
+            Str(choices=("all", "rail")),
+            doc="all: every pair of a pool once, N-1 rounds (N odd: N); rail: neighbours only, 2-3 rounds; "
+            "absent: the gate is off",
+        ),
+        "min_fraction": Field(
+            Num(minimum=0, maximum=1),
+            doc="floor per port: this share of networks.fabric.link_speed_gbps, in (0, 1] (RDMA_PORT_SLOW); "
+            "default 0.9 when neither floor is given",
+        ),
+        "min_gbps": Field(
+            Num(minimum=0),
+            doc="floor per port in GB/s (x 8 = Gb/s, ib_write_bw's unit), at most link_speed_gbps / 8; "
+            "instead of min_fraction",
+        ),
+        "size": Field(Size(), default="1M", doc="message size (ib_write_bw -s)"),
+        "duration": Field(Int(minimum=1, maximum=600), default=5, doc="seconds per run (ib_write_bw -D)"),
+        "iters": Field(Int(minimum=5), doc="iterations per run instead of a duration (ib_write_bw -n)"),
+    }
+)
+
 ACCEPTANCE = Map(
     fields={
         "single_node_busbw_gbps": Field(Num(minimum=0), doc="floor for all_reduce inside one node"),
@@ -949,6 +974,7 @@ ACCEPTANCE = Map(
         "link_errors": Field(
             LINK_ERRORS, default={}, doc="fabric ports' error counters before and after the NCCL runs"
         ),
+        "rdma_pairs": Field(RDMA_PAIRS, doc="per-rail RDMA bandwidth between node pairs (ib_write_bw); default off"),
         "valid_days": Field(
             Int(minimum=1, maximum=3650),
             default=90,

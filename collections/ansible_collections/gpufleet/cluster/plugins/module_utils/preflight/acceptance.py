@@ -48,6 +48,7 @@ def check_acceptance(brief: dict, pools: Iterable[Pool]) -> list[dict]:
             )
         )
     out += check_link_errors(acc_cfg)
+    out.extend(check_rdma_pairs(brief))
     for pool in pools:
         acc, topo, spec = pool.acc, pool.topo, pool.spec
         if acc is None:
@@ -106,6 +107,44 @@ def check_link_errors(acc_cfg: Mapping) -> list[dict]:
                     value=value,
                 )
             )
+    return out
+
+
+def check_rdma_pairs(brief: dict) -> list[dict]:
+    """``acceptance.rdma_pairs``: a floor the port can reach, on a fabric ib_write_bw can run on.
+
+    ``min_fraction`` is a share of the port's line rate, in (0, 1]; ``min_gbps`` is GB/s (like every
+    acceptance floor) and at most ``link_speed_gbps / 8``; ib_write_bw reports Gb/s (x 8).
+    """
+    rule = (brief.get("acceptance") or {}).get("rdma_pairs") or {}
+    if not isinstance(rule, Mapping) or not rule.get("mode"):
+        return []
+    field = "acceptance.rdma_pairs"
+    fabric = brief["networks"].get("fabric") or {}
+    speed = fabric.get("link_speed_gbps")
+    out: list[dict] = []
+    if str(fabric.get("type") or "none").lower() not in ("infiniband", "roce") or not speed:
+        found = f"type {fabric.get('type') or 'none'}" + ("" if speed else ", no link_speed_gbps")
+        out.append(make("ACCEPT_RDMA_PAIRS_FLOOR", f"{field}.mode", variant="no_fabric", fabric=found))
+    fraction, absolute = rule.get("min_fraction"), rule.get("min_gbps")
+    if fraction is not None and absolute is not None:
+        out.append(
+            make("ACCEPT_RDMA_PAIRS_FLOOR", f"{field}.min_gbps", variant="both", fraction=fraction, found=absolute)
+        )
+    if fraction is not None and not 0 < fraction <= 1:
+        out.append(make("ACCEPT_RDMA_PAIRS_FLOOR", f"{field}.min_fraction", variant="fraction", found=fraction))
+    if absolute is not None and speed and absolute > speed / 8:
+        out.append(
+            make(
+                "ACCEPT_RDMA_PAIRS_FLOOR",
+                f"{field}.min_gbps",
+                variant="absolute",
+                ceiling=speed / 8,
+                speed=speed,
+                found=absolute,
+                gbit=absolute * 8,
+            )
+        )
     return out
 
 
@@ -246,6 +285,7 @@ __all__ = [
     "LAUNCHERS",
     "check_acceptance",
     "check_launcher",
+    "check_rdma_pairs",
     "literal",
     "multi_node_ceiling_gbps",
     "pool_floors",

@@ -632,6 +632,21 @@ _ROWS: tuple[tuple, ...] = (
         "expected a floor <= {ceiling:g} GB/s, the most the fabric carries ({how}, {pool}); found {floor:g}",
     ),
     (
+        "ACCEPT_RDMA_PAIRS_FLOOR",
+        ERROR,
+        "acceptance",
+        "`acceptance.rdma_pairs` floor not physical: `min_fraction` outside (0, 1], `min_gbps` above "
+        "`link_speed_gbps / 8` (GB/s), both given, or a floor without a fabric",
+        {
+            "fraction": "expected a share of the port's line rate in (0, 1], found {found:g}",
+            "absolute": "expected a per-port floor <= {ceiling:g} GB/s (networks.fabric.link_speed_gbps "
+            "{speed:g} Gb/s / 8), found {found:g} GB/s ({gbit:g} Gb/s)",
+            "both": "expected min_fraction or min_gbps, found both ({fraction:g} and {found:g} GB/s)",
+            "no_fabric": "expected an RDMA fabric (networks.fabric.type infiniband or roce with link_speed_gbps) "
+            "for ib_write_bw between nodes, found {fabric}",
+        },
+    ),
+    (
         "ACCEPT_MAX_WRONG",
         ERROR,
         "acceptance",
