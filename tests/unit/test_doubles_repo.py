@@ -261,10 +261,10 @@ def test_every_roles_pin_resolves_to_exactly_one_stand_in_on_ubuntu():
     for p in mp.ubuntu_packages():
         offered.setdefault(p.name, []).append(p.package_version)
     resolved = {}
-    for _role, names, release, contains in role_pins(UBU2404):
+    for role, names, release, contains in role_pins(UBU2404):
+        if role == "container_runtime":
+            continue  # the container toolkit's own repository (libnvidia-container/), shared with Debian
         for name in names:
-            if name in ("nvidia-container-toolkit", "nvidia-container-toolkit-base") or name.startswith("libnvidia-cont"):
-                continue  # the container toolkit's own repository (libnvidia-container/), shared with Debian
             resolved[name] = pkg_resolve.pick(name, offered.get(name, []), release, contains)
     driver = mp.PUBLISHED[("driver", mp.DRIVER_VERSIONS[0])].version
     fabricmanager = mp.PUBLISHED[("fabricmanager", mp.DRIVER_VERSIONS[0])].version

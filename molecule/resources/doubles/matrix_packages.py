@@ -4,8 +4,9 @@
 build-repo.sh builds the test doubles' apt repositories; it reads every NVIDIA package name and
 version string it gives a stand-in from here. The names come from module_utils/brief/vendor_matrix.py
 (what NVIDIA ships for the OS the test hosts run: Debian 12 and 13, x86_64; one repository serves
-both, so both must answer the same; and, for the Ubuntu test doubles' hosts, Ubuntu 22.04 and 24.04
-in a repository of their own, whose driver and fabric manager packages carry Ubuntu's names). The version strings do not come from a rule: each is copied
+both, so both must answer the same; and, for the Ubuntu test doubles' hosts, Ubuntu 22.04 and
+24.04 in a repository of their own, whose driver and fabric manager packages carry Ubuntu's
+names). The version strings do not come from a rule: each is copied
 from a listing, a file name or a public pin of NVIDIA's (PUBLISHED, one source per row), so the
 doubles' repository carries the vendor's irregularities (a revision that follows the release, not
 the branch; the fabric manager's revision differing from the driver's; one release built for
