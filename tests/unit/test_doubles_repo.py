@@ -290,13 +290,13 @@ def test_the_built_repositories_hold_exactly_the_generated_stand_ins(built_repo:
     """Nothing in NVIDIA's stand-in repositories was named by hand: every package is one of the generator's."""
     built: set[tuple[str, str]] = set()
     indexes = [index for pattern in NVIDIA_REPOS for index in built_repo.glob(f"{pattern}/Packages")]
-    assert len(indexes) == 2 + 2 * len(mp.DOCA_VERSIONS), indexes
+    assert len(indexes) == 2 + len(mp.OSES + mp.UBUNTU_OSES) * len(mp.DOCA_VERSIONS), indexes
     for index in indexes:
         built |= read_packages(index)
     assert built == {(p.name, p.package_version) for p in mp.packages()}
 
 
-@pytest.mark.parametrize("os", mp.OSES)
+@pytest.mark.parametrize("os", mp.OSES + mp.UBUNTU_OSES)
 def test_the_doca_repositories_sit_where_the_matrix_puts_them(built_repo: Path, os: str):
     for doca in mp.DOCA_VERSIONS:
         url = vm.value("doca-ofed", "repo_url", os, "x86_64", doca, doca=doca)

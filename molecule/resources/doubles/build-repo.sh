@@ -268,7 +268,7 @@ build_ubuntu_repo
 doca_repos=()
 for v in "${doca_versions[@]}"; do
   dv=${doca_version[$v]}
-  for os in debian12 debian13; do
+  for os in "${!doca_distro[@]}"; do
     repo=doca/$v/${doca_distro[$os]}/x86_64
     mkdir -p "$out/$repo"
     pkg "$repo" "$doca_pkg" "$dv" "rdma-core, ibverbs-providers, ibverbs-utils, infiniband-diags, perftest"

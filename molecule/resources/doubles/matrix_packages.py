@@ -326,11 +326,14 @@ def _bash() -> str:
     # The Ubuntu repository's driver and fabric manager stand-ins (ubu_<key>[<release>]).
     for key in ubuntu_driver(DRIVER_VERSIONS[0]):
         assoc(f"ubu_{key}", {v: ubuntu_driver(v)[key] for v in DRIVER_VERSIONS})
-    # DOCA's per-distro path element, for each OS the doubles serve.
+    # DOCA's per-distro path element, for each OS the doubles serve (the Ubuntu doubles' hosts too).
     assoc(
         "doca_distro",
-        {os_: vm.value("doca-ofed", "distro", os_, ARCH, DOCA_VERSIONS[0]) for os_ in OSES},
+        {os_: vm.value("doca-ofed", "distro", os_, ARCH, DOCA_VERSIONS[0]) for os_ in OSES + UBUNTU_OSES},
     )
+    # DOCA's packages are named alike on Ubuntu: the same stand-ins serve its repositories.
+    for key in ("packages", "userspace_packages"):
+        _same_on_every_os("doca-ofed", key, DOCA_VERSIONS[0], oses=OSES + UBUNTU_OSES)
     return "\n".join(lines) + "\n"
 
 
