@@ -10,7 +10,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # .config/molecule/config.yml.
 SCENARIOS ?= gpu_stack cluster
 # Debian suites whose test-host images the scenarios use.
-SUITES ?= bookworm trixie
+SUITES ?= bookworm trixie ubuntu2204-double ubuntu2404-double
 
 .PHONY: help venv lock test-latest testbed lint unit test test-fast molecule bench lab lab-down lab-status clean
 

@@ -8,7 +8,8 @@ check each stand-in: a name the matrix does not list for that OS and component (
 name, a name from memory) or a version no cited row gives fails here. And the roles' pins, rendered
 from their variables, resolve against that repository to exactly one version each: a role that
 spelled a revision by rule (-1, -1+cuda<minor>) would find nothing, as the repository's strings are
-the vendor's irregular ones.
+the vendor's irregular ones. The Ubuntu test doubles' hosts get a repository of their own (cuda-ubuntu/,
+NVIDIA's Ubuntu layout): the same checks against the matrix's Ubuntu rows.
 """
 
 from __future__ import annotations
@@ -188,16 +189,21 @@ DEB12 = {"distribution": "Debian", "distribution_major_version": "12", "os_famil
 DEB12 |= {"distribution_version": "12", "architecture": "x86_64"}
 
 
-def role_pins() -> list[tuple[str, list[str], str, str]]:
+UBU2404 = {"distribution": "Ubuntu", "distribution_major_version": "24", "os_family": "Debian"}
+UBU2404 |= {"distribution_version": "24.04", "distribution_release": "noble", "architecture": "x86_64"}
+
+
+def role_pins(facts: dict[str, str] = DEB12) -> list[tuple[str, list[str], str, str]]:
     """(role, packages, upstream release, required text) of each GPU stack role's install on the lab's
-    Debian 12 host, from the role's own variables (defaults and vars rendered as Ansible would)."""
+    Debian 12 host (or a host of ``facts``), from the role's own variables (defaults and vars rendered
+    as Ansible would)."""
     pool = {"gpufleet_pool": {"topology": "8gpu-sxm-nvlink"}}
-    drv = role_vars("nvidia_driver", DEB12, LAB, pool)
-    cuda = role_vars("cuda", DEB12, LAB)
-    nccl = role_vars("nccl", DEB12, LAB)
-    dcgm = role_vars("dcgm", DEB12, LAB)
-    exporter = role_vars("dcgm_exporter", DEB12, LAB)
-    ctk = role_vars("container_runtime", DEB12, LAB)
+    drv = role_vars("nvidia_driver", facts, LAB, pool)
+    cuda = role_vars("cuda", facts, LAB)
+    nccl = role_vars("nccl", facts, LAB)
+    dcgm = role_vars("dcgm", facts, LAB)
+    exporter = role_vars("dcgm_exporter", facts, LAB)
+    ctk = role_vars("container_runtime", facts, LAB)
     for r, var in [
         (drv, "nvidia_driver_package_version"),
         (cuda, "_cuda_exact_version"),
@@ -229,20 +235,68 @@ def test_every_roles_pin_resolves_to_exactly_one_stand_in():
     assert resolved["datacenter-gpu-manager-4-core"] == mp.PUBLISHED[("dcgm", mp.DCGM_VERSIONS[0])].version
 
 
+# ---- the Ubuntu repository (cuda-ubuntu/) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("os", mp.UBUNTU_OSES)
+def test_every_ubuntu_stand_in_is_a_name_and_version_the_matrix_lists(os):
+    entries = mp.ubuntu_packages()
+    names = {e.name for e in entries}
+    # Ubuntu's names below 590: branch-named driver and DKMS packages, NSCQ with the fabric manager.
+    assert {"nvidia-driver-570-open", "nvidia-dkms-570-open", "nvidia-persistenced", "libnvidia-nscq-570"} <= names
+    assert matrix_problems(entries, os) == []
+
+
+def test_no_debian_driver_name_in_the_ubuntu_repository_nor_the_reverse():
+    ubuntu = {e.name for e in mp.ubuntu_packages() if e.component in ("driver", "fabricmanager")}
+    debian = {e.name for e in mp.packages() if e.component in ("driver", "fabricmanager")}
+    assert ubuntu & debian == {"nvidia-persistenced", "nvidia-fabricmanager-570"}
+    assert matrix_problems([("driver", "570.133.20", "nvidia-driver-cuda", "570.133.20-0ubuntu1")], "ubuntu2404")
+    assert matrix_problems([("driver", "570.133.20", "libcuda1", "570.133.20-0ubuntu1")], "ubuntu2204")
+
+
+def test_every_roles_pin_resolves_to_exactly_one_stand_in_on_ubuntu():
+    """The roles' Ubuntu branch, rendered for a 24.04 host, against the Ubuntu repository's stand-ins."""
+    offered: dict[str, list[str]] = {}
+    for p in mp.ubuntu_packages():
+        offered.setdefault(p.name, []).append(p.package_version)
+    resolved = {}
+    for role, names, release, contains in role_pins(UBU2404):
+        if role == "container_runtime":
+            continue  # the container toolkit's own repository (libnvidia-container/), shared with Debian
+        for name in names:
+            resolved[name] = pkg_resolve.pick(name, offered.get(name, []), release, contains)
+    driver = mp.PUBLISHED[("driver", mp.DRIVER_VERSIONS[0])].version
+    fabricmanager = mp.PUBLISHED[("fabricmanager", mp.DRIVER_VERSIONS[0])].version
+    assert {n: resolved[n] for n in ("nvidia-driver-570-open", "nvidia-dkms-570-open", "nvidia-persistenced")} == {
+        "nvidia-driver-570-open": driver,
+        "nvidia-dkms-570-open": driver,
+        "nvidia-persistenced": driver,
+    }
+    assert resolved["nvidia-fabricmanager-570"] == resolved["libnvidia-nscq-570"] == fabricmanager
+    assert resolved["libnccl2"] == mp.PUBLISHED[("nccl", mp.NCCL_VERSIONS[0], mp.NCCL_CUDA)].version
+
+
 # ---- the built repositories ------------------------------------------------------------------------
+
+
+def test_the_ubuntu_repository_holds_exactly_its_generated_stand_ins(built_repo: Path):
+    built = read_packages(built_repo / "cuda-ubuntu" / "Packages")
+    assert built == {(p.name, p.package_version) for p in mp.ubuntu_packages()}
+    assert (built_repo / "cuda-ubuntu" / "InRelease").is_file()
 
 
 def test_the_built_repositories_hold_exactly_the_generated_stand_ins(built_repo: Path):
     """Nothing in NVIDIA's stand-in repositories was named by hand: every package is one of the generator's."""
     built: set[tuple[str, str]] = set()
     indexes = [index for pattern in NVIDIA_REPOS for index in built_repo.glob(f"{pattern}/Packages")]
-    assert len(indexes) == 2 + 2 * len(mp.DOCA_VERSIONS), indexes
+    assert len(indexes) == 2 + len(mp.OSES + mp.UBUNTU_OSES) * len(mp.DOCA_VERSIONS), indexes
     for index in indexes:
         built |= read_packages(index)
     assert built == {(p.name, p.package_version) for p in mp.packages()}
 
 
-@pytest.mark.parametrize("os", mp.OSES)
+@pytest.mark.parametrize("os", mp.OSES + mp.UBUNTU_OSES)
 def test_the_doca_repositories_sit_where_the_matrix_puts_them(built_repo: Path, os: str):
     for doca in mp.DOCA_VERSIONS:
         url = vm.value("doca-ofed", "repo_url", os, "x86_64", doca, doca=doca)

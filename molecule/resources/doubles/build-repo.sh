@@ -3,9 +3,12 @@
 #
 #   build-repo.sh OUTDIR
 #
-# OUTDIR gets three trees, each shaped like the NVIDIA repository it stands in for:
+# OUTDIR gets these trees, each shaped like the NVIDIA repository it stands in for:
 #   cuda/                  flat apt repo like developer.download.nvidia.com/compute/cuda/repos/<distro>/x86_64/
-#                          (driver, fabric manager, CUDA toolkit, NCCL, DCGM)
+#                          (driver, fabric manager, CUDA toolkit, NCCL, DCGM), Debian's package names
+#   cuda-ubuntu/           the same for repos/ubuntu2204|ubuntu2404/x86_64/, served to the Ubuntu test
+#                          doubles' hosts: the driver and fabric manager in Ubuntu's names (branch-named
+#                          below 590, nvidia-persistenced of its own, NSCQ), the other packages as in cuda/
 #   libnvidia-container/   flat apt repo like nvidia.github.io/libnvidia-container/stable/deb/amd64/
 #   src/                   nccl-tests-<version>.tar.gz and pyxis-<version>.tar.gz (stand-in source
 #                          trees, shaped like GitHub's tag archives) + SHA256SUMS
@@ -61,7 +64,7 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-rm -rf "$out/cuda" "$out/libnvidia-container" "$out/src" "$out/releases" "$out/doca"
+rm -rf "$out/cuda" "$out/cuda-ubuntu" "$out/libnvidia-container" "$out/src" "$out/releases" "$out/doca"
 mkdir -p "$out/cuda" "$out/libnvidia-container" "$out/src" "$out/releases"
 
 # pkg REPO NAME VERSION DEPENDS [CONFLICTS]: build $work/root/NAME-VERSION into REPO.
@@ -209,13 +212,63 @@ for v in "${dcgm_exporter_versions[@]}"; do
   pkg cuda "$dcgm_exporter_pkg" "$dv" "$dcgm_core (>= 1:4.0.0)"
 done
 
+# --- the Ubuntu CUDA repository (cuda-ubuntu/) ---------------------------------------
+# NVIDIA's Ubuntu repository names the driver after Ubuntu's packaging (vendor matrix, driver rows for
+# ubuntu2204/2404): per branch nvidia-driver-<branch>[-open] and nvidia-dkms-<branch>[-open], the
+# libraries in libnvidia-compute-<branch>, nvidia-smi in nvidia-utils-<branch>, nvidia-persistenced a
+# package of its own at the driver's version; below 580 nvidia-fabricmanager-<branch> with
+# libnvidia-nscq-<branch>. Its CUDA toolkit, GDS, NCCL and DCGM packages carry the Debian names, and
+# are the cuda/ tree's own files.
+build_ubuntu_repo() {
+  local v dv fmv lib utils dopen dprop kopen kprop persistenced fmname nscq name f
+  mkdir -p "$out/cuda-ubuntu"
+  for v in "${driver_versions[@]}"; do
+    dv=${ubu_version[$v]} fmv=${ubu_fabricmanager_version[$v]}
+    lib=${ubu_libcompute[$v]} utils=${ubu_utils[$v]} persistenced=${ubu_persistenced[$v]}
+    dopen=${ubu_driver_open[$v]} dprop=${ubu_driver_proprietary[$v]}
+    kopen=${ubu_dkms_open[$v]} kprop=${ubu_dkms_proprietary[$v]}
+    fmname=${ubu_fabricmanager[$v]} nscq=${ubu_nscq[$v]}
+    mkdir -p "$work/root/$lib-$dv/usr/lib/x86_64-linux-gnu"
+    cp "$work/libstub.so" "$work/root/$lib-$dv/usr/lib/x86_64-linux-gnu/libcuda.so.$v"
+    cp "$work/libstub.so" "$work/root/$lib-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$v"
+    ln -sf "libcuda.so.$v" "$work/root/$lib-$dv/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+    ln -sf "libnvidia-ml.so.$v" "$work/root/$lib-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+    pkg cuda-ubuntu "$lib" "$dv" ""
+    put "$utils-$dv" "$nvidia_smi" /usr/bin/nvidia-smi 0755 "PKG=$utils"
+    helper "$utils-$dv" "$utils"
+    pkg cuda-ubuntu "$utils" "$dv" "$lib (= $dv)"
+    pkg cuda-ubuntu "$dopen" "$dv" "$utils (= $dv), $lib (= $dv)" "$dprop"
+    pkg cuda-ubuntu "$dprop" "$dv" "$utils (= $dv), $lib (= $dv)" "$dopen"
+    mkdir -p "$work/root/$kopen-$dv/usr/src/nvidia-$v" "$work/root/$kprop-$dv/usr/src/nvidia-$v"
+    pkg cuda-ubuntu "$kopen" "$dv" "" "$kprop"
+    pkg cuda-ubuntu "$kprop" "$dv" "" "$kopen"
+    put "$persistenced-$dv" "$stack/bin/daemon-standin" /usr/bin/nvidia-persistenced 0755 NAME=nvidia-persistenced "VERSION=$v"
+    put "$persistenced-$dv" "$stack/units/nvidia-persistenced.service" /lib/systemd/system/nvidia-persistenced.service 0644
+    pkg cuda-ubuntu "$persistenced" "$dv" "$lib (= $dv)"
+    put "$fmname-$fmv" "$stack/bin/daemon-standin" /usr/bin/nv-fabricmanager 0755 NAME=nv-fabricmanager "VERSION=$v"
+    put "$fmname-$fmv" "$stack/units/nvidia-fabricmanager.service" /lib/systemd/system/nvidia-fabricmanager.service 0644
+    mkdir -p "$work/root/$fmname-$fmv/usr/share/nvidia/nvswitch"
+    printf 'LOG_LEVEL=4\nFABRIC_MODE=0\n' >"$work/root/$fmname-$fmv/usr/share/nvidia/nvswitch/fabricmanager.cfg"
+    pkg cuda-ubuntu "$fmname" "$fmv" "$nscq (= $fmv)"
+    mkdir -p "$work/root/$nscq-$fmv/usr/lib/x86_64-linux-gnu"
+    cp "$work/libstub.so" "$work/root/$nscq-$fmv/usr/lib/x86_64-linux-gnu/libnvidia-nscq.so.$v"
+    pkg cuda-ubuntu "$nscq" "$fmv" ""
+  done
+  for name in "${cuda_toolkit[@]}" "${cuda_gds[@]}" "$nccl_lib" "$nccl_dev" "$dcgm_core" "$dcgm_cuda" "$dcgm_exporter_pkg"; do
+    for f in "$out/cuda/${name}"_*_amd64.deb; do
+      [ -e "$out/cuda-ubuntu/${f##*/}" ] || cp -l "$f" "$out/cuda-ubuntu/" 2>/dev/null || cp "$f" "$out/cuda-ubuntu/"
+    done
+  done
+}
+build_ubuntu_repo
+
 # --- DOCA-OFED repositories, one per release and distro -------
 # As linux.mellanox.com/public/repo/doca/<release>/<distro>/x86_64/: a flat repository
 # whose doca-ofed profile meta-package pulls the user space (here Debian's real one).
 doca_repos=()
 for v in "${doca_versions[@]}"; do
   dv=${doca_version[$v]}
-  for os in debian12 debian13; do
+  for os in "${!doca_distro[@]}"; do
     repo=doca/$v/${doca_distro[$os]}/x86_64
     mkdir -p "$out/$repo"
     pkg "$repo" "$doca_pkg" "$dv" "rdma-core, ibverbs-providers, ibverbs-utils, infiniband-diags, perftest"
@@ -286,7 +339,7 @@ if [ ! -f "$gnupg/pubring.kbx" ]; then
   gpg --homedir "$gnupg" --batch --passphrase '' --quick-gen-key 'gpufleet test doubles <noreply@gpufleet.invalid>' ed25519 sign never 2>/dev/null
 fi
 gpg --homedir "$gnupg" --batch --armor --export >"$out/gpufleet-doubles.asc"
-for repo in cuda libnvidia-container "${doca_repos[@]}"; do
+for repo in cuda cuda-ubuntu libnvidia-container "${doca_repos[@]}"; do
   (
     cd "$out/$repo"
     apt-ftparchive packages . >Packages

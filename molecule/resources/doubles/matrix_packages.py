@@ -4,7 +4,9 @@
 build-repo.sh builds the test doubles' apt repositories; it reads every NVIDIA package name and
 version string it gives a stand-in from here. The names come from module_utils/brief/vendor_matrix.py
 (what NVIDIA ships for the OS the test hosts run: Debian 12 and 13, x86_64; one repository serves
-both, so both must answer the same). The version strings do not come from a rule: each is copied
+both, so both must answer the same; and, for the Ubuntu test doubles' hosts, Ubuntu 22.04 and
+24.04 in a repository of their own, whose driver and fabric manager packages carry Ubuntu's
+names). The version strings do not come from a rule: each is copied
 from a listing, a file name or a public pin of NVIDIA's (PUBLISHED, one source per row), so the
 doubles' repository carries the vendor's irregularities (a revision that follows the release, not
 the branch; the fabric manager's revision differing from the driver's; one release built for
@@ -32,6 +34,8 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import vend
 
 # The OSes the doubles' hosts run; the first is the one asked, the others must agree with it.
 OSES = ("debian12", "debian13")
+# The OSes the Ubuntu test doubles' hosts report (their repository: cuda-ubuntu/).
+UBUNTU_OSES = ("ubuntu2204", "ubuntu2404")
 ARCH = "x86_64"
 
 DRIVER_VERSIONS = ("570.133.20", "570.148.08")
@@ -143,10 +147,10 @@ class Package(NamedTuple):
     package_version: str
 
 
-def _same_on_every_os(component: str, key: str, version: str | None = None, **context: str):
+def _same_on_every_os(component: str, key: str, version: str | None = None, oses=OSES, **context: str):
     """The matrix's answer for the doubles' OSes; an error when they differ (one repository serves all)."""
-    answers = {os_: vm.value(component, key, os_, ARCH, version, **context) for os_ in OSES}
-    first = answers[OSES[0]]
+    answers = {os_: vm.value(component, key, os_, ARCH, version, **context) for os_ in oses}
+    first = answers[oses[0]]
     if any(a != first for a in answers.values()):
         raise SystemExit(f"matrix_packages: {component} {key} {version} differs between {answers}")
     return first
@@ -173,6 +177,52 @@ def driver(version: str) -> dict[str, object]:
         "fabricmanager": fabricmanager,
         "fabricmanager_version": published("fabricmanager", version),
     }
+
+
+def ubuntu_driver(version: str) -> dict[str, object]:
+    """Names of one driver release's stand-ins in NVIDIA's Ubuntu layout: branch-named driver and DKMS
+    packages per flavour, the libraries and nvidia-smi they pull in, nvidia-persistenced (a package of
+    its own), the fabric manager and NSCQ; versions from the same cited rows (the driver's revision
+    is Ubuntu's, the fabric manager's -1 as NVIDIA's Ubuntu install script pins it)."""
+    open_ = _same_on_every_os("driver", "packages.open", version, oses=UBUNTU_OSES)
+    proprietary = _same_on_every_os("driver", "packages.proprietary", version, oses=UBUNTU_OSES)
+    if len(open_) != 2 or len(proprietary) != 2:
+        raise SystemExit(f"matrix_packages: ubuntu driver {version}: expected [driver, dkms], got {open_}")
+    libcompute, utils = _same_on_every_os("driver", "dependencies", version, oses=UBUNTU_OSES)
+    (persistenced,) = _same_on_every_os("driver", "persistenced_packages", version, oses=UBUNTU_OSES)
+    fabricmanager, nscq = _same_on_every_os("fabricmanager", "packages", version, oses=UBUNTU_OSES)
+    return {
+        "version": published("driver", version),
+        "driver_open": open_[0],
+        "dkms_open": open_[1],
+        "driver_proprietary": proprietary[0],
+        "dkms_proprietary": proprietary[1],
+        "libcompute": libcompute,
+        "utils": utils,
+        "persistenced": persistenced,
+        "fabricmanager": fabricmanager,
+        "nscq": nscq,
+        "fabricmanager_version": published("fabricmanager", version),
+    }
+
+
+_UBUNTU_FM_KEYS = ("fabricmanager", "nscq")
+
+
+def ubuntu_packages() -> list[Package]:
+    """The stand-ins of the Ubuntu repository (cuda-ubuntu/): the driver and fabric manager in Ubuntu's
+    names, and the CUDA repository's other packages (toolkit, GDS, NCCL, DCGM, exporter), whose names
+    NVIDIA's Ubuntu repository shares with its Debian one."""
+    out: list[Package] = []
+    for v in DRIVER_VERSIONS:
+        d = ubuntu_driver(v)
+        for key in ("driver_open", "dkms_open", "driver_proprietary", "dkms_proprietary", "libcompute", "utils"):
+            out.append(Package("driver", v, str(d[key]), str(d["version"])))
+        out.append(Package("driver", v, str(d["persistenced"]), str(d["version"])))
+        out += [Package("fabricmanager", v, str(d[k]), str(d["fabricmanager_version"])) for k in _UBUNTU_FM_KEYS]
+    shared = {"cuda", "nccl", "dcgm", "dcgm-exporter"}
+    out += [p for p in packages() if p.component in shared]
+    return out
 
 
 def cuda(version: str) -> dict[str, object]:
@@ -273,11 +323,17 @@ def _bash() -> str:
     (doca_user,) = _same_on_every_os("doca-ofed", "userspace_packages")
     lines += [f"doca_pkg={shlex.quote(doca)}", f"doca_userspace_pkg={shlex.quote(doca_user)}"]
     assoc("doca_version", {v: published("doca-ofed", v) for v in DOCA_VERSIONS})
-    # DOCA's per-distro path element, for each OS the doubles serve.
+    # The Ubuntu repository's driver and fabric manager stand-ins (ubu_<key>[<release>]).
+    for key in ubuntu_driver(DRIVER_VERSIONS[0]):
+        assoc(f"ubu_{key}", {v: ubuntu_driver(v)[key] for v in DRIVER_VERSIONS})
+    # DOCA's per-distro path element, for each OS the doubles serve (the Ubuntu doubles' hosts too).
     assoc(
         "doca_distro",
-        {os_: vm.value("doca-ofed", "distro", os_, ARCH, DOCA_VERSIONS[0]) for os_ in OSES},
+        {os_: vm.value("doca-ofed", "distro", os_, ARCH, DOCA_VERSIONS[0]) for os_ in OSES + UBUNTU_OSES},
     )
+    # DOCA's packages are named alike on Ubuntu: the same stand-ins serve its repositories.
+    for key in ("packages", "userspace_packages"):
+        _same_on_every_os("doca-ofed", key, DOCA_VERSIONS[0], oses=OSES + UBUNTU_OSES)
     return "\n".join(lines) + "\n"
 
 

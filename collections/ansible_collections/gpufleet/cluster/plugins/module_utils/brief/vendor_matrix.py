@@ -431,6 +431,20 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "driver",
+        "dependencies",
+        ["libnvidia-compute-{branch}", "nvidia-utils-{branch}"],
+        Source(
+            "https://packages.ubuntu.com/noble/nvidia-utils-570",
+            note="Ubuntu's driver packaging, which NVIDIA's Ubuntu repository follows below 590: libcuda and NVML in "
+            "libnvidia-compute-<branch>, nvidia-smi in nvidia-utils-<branch> (public install scripts list "
+            "nvidia-utils-550 and libnvidia-compute-550 beside nvidia-dkms-550)",
+            checked=CHECKED_PUBLISHED,
+        ),
+        oses=_UBU,
+        below="590",
+    ),
+    Row(
+        "driver",
         "unit.persistenced",
         "nvidia-persistenced",
         Source(
