@@ -570,3 +570,24 @@ def test_double_client_reads_the_peers_profile_when_the_server_cannot_be_reached
     args[3] = "mlx5_3"
     fast = subprocess.run(args, env=env, capture_output=True, text=True, check=False, timeout=60)
     assert fast.returncode == 0 and rp.parse(fast.stdout)["average_gbit"] > 388
+
+
+def test_all_mode_warns_above_its_pool_size_only():
+    """32 nodes is the last size `all` is taken for without a word; 33 is warned, rail never is."""
+    from types import SimpleNamespace
+
+    from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.acceptance import (
+        RDMA_PAIRS_ALL_MAX_NODES,
+        check_rdma_pairs_scale,
+    )
+
+    def members(n):
+        return [SimpleNamespace(hosts=tuple(f"n{i}" for i in range(n)), pool=SimpleNamespace(label="pools[0] (h100)"))]
+
+    brief = {"acceptance": {"rdma_pairs": {"mode": "all"}}}
+    assert check_rdma_pairs_scale(brief, members(RDMA_PAIRS_ALL_MAX_NODES)) == []
+    (warned,) = check_rdma_pairs_scale(brief, members(RDMA_PAIRS_ALL_MAX_NODES + 1))
+    assert warned["code"] == "ACCEPT_RDMA_PAIRS_ALL_LARGE" and warned["severity"] == "warning"
+    # 33 nodes: odd, so 33 rounds of 16 pairs, four calls each.
+    assert "33 rounds" in warned["message"] and "2112 module calls" in warned["message"]
+    assert check_rdma_pairs_scale({"acceptance": {"rdma_pairs": {"mode": "rail"}}}, members(500)) == []

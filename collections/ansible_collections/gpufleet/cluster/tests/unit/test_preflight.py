@@ -680,6 +680,18 @@ FAILING = [
         None,
         "acceptance.rdma_pairs.min_gbps",
     ),
+    # all mode on a pool larger than the schedule is meant for (its dispatch grows with N squared)
+    (
+        "rdma pairs all on 40 nodes",
+        "slurm",
+        both(
+            brief_set(("acceptance.rdma_pairs", {"mode": "all"})),
+            *[add_to_group("gpu_h100", f"extra{i:03d}") for i in range(40)],
+        ),
+        "ACCEPT_RDMA_PAIRS_ALL_LARGE",
+        None,
+        "acceptance.rdma_pairs.mode",
+    ),
     (
         "rdma pairs fraction zero",
         "slurm",

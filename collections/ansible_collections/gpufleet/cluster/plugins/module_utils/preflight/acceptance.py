@@ -110,6 +110,37 @@ def check_link_errors(acc_cfg: Mapping) -> list[dict]:
     return out
 
 
+# Above this many nodes a pool's `all` schedule is refused with a warning: N-1 rounds of N/2 pairs, each
+# pair four module calls dispatched one after another from the first controller (roles/acceptance
+# tasks/rdma_pairs_round.yml), so the dispatch grows with N squared (32 nodes: 31 rounds, 1,984 calls).
+RDMA_PAIRS_ALL_MAX_NODES = 32
+
+
+def check_rdma_pairs_scale(brief: dict, members: Iterable) -> list[dict]:
+    """``ACCEPT_RDMA_PAIRS_ALL_LARGE`` for each pool whose inventory group holds more nodes than the
+    ``all`` schedule is meant for (``members``: the groups' PoolHosts, preflight/groups.py)."""
+    rule = (brief.get("acceptance") or {}).get("rdma_pairs") or {}
+    if not isinstance(rule, Mapping) or rule.get("mode") != "all":
+        return []
+    out: list[dict] = []
+    for member in members:
+        n = len(member.hosts)
+        if n > RDMA_PAIRS_ALL_MAX_NODES:
+            rounds = n - 1 if n % 2 == 0 else n
+            out.append(
+                make(
+                    "ACCEPT_RDMA_PAIRS_ALL_LARGE",
+                    "acceptance.rdma_pairs.mode",
+                    limit=RDMA_PAIRS_ALL_MAX_NODES,
+                    rounds=rounds,
+                    calls=rounds * (n // 2) * 4,
+                    nodes=n,
+                    pool=member.pool.label,
+                )
+            )
+    return out
+
+
 def check_rdma_pairs(brief: dict) -> list[dict]:
     """``acceptance.rdma_pairs``: a floor the port can reach, on a fabric ib_write_bw can run on.
 
@@ -286,6 +317,7 @@ __all__ = [
     "check_acceptance",
     "check_launcher",
     "check_rdma_pairs",
+    "check_rdma_pairs_scale",
     "literal",
     "multi_node_ceiling_gbps",
     "pool_floors",

@@ -647,6 +647,15 @@ _ROWS: tuple[tuple, ...] = (
         },
     ),
     (
+        "ACCEPT_RDMA_PAIRS_ALL_LARGE",
+        WARNING,
+        "acceptance",
+        "`acceptance.rdma_pairs.mode: all` on a pool of more than 32 nodes: the first controller dispatches "
+        "N-1 rounds of N/2 pairs one module call after another (the dispatch grows with N squared)",
+        "expected mode rail for a pool of more than {limit} nodes (all: {rounds} rounds, about {calls} module "
+        "calls from the first controller), found mode all on {nodes} nodes of {pool}",
+    ),
+    (
         "ACCEPT_MAX_WRONG",
         ERROR,
         "acceptance",

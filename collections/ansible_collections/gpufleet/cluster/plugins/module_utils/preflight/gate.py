@@ -27,6 +27,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.accepta
     LAUNCHERS,
     check_acceptance,
     check_launcher,
+    check_rdma_pairs_scale,
     multi_node_ceiling_gbps,
     pool_floors,
     size_bytes,
@@ -138,6 +139,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     out.extend(check_fabric(clean, catalogue))
     out.extend(check_hosts(clean, groups, hostvars, pools, networks))
     out.extend(check_acceptance(clean, catalogue))
+    out.extend(check_rdma_pairs_scale(clean, pools.members))  # all mode on a large pool
     out.extend(check_firmware(clean))
     out.extend(check_collectives(clean, catalogue))  # acceptance.collectives (all_gather, alltoall)
     out.extend(check_launcher(clean, hostvars, pools.controllers))
