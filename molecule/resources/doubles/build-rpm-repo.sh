@@ -82,7 +82,7 @@ rpm_pkg() {
   } >"$spec"
   rpmbuild -bb --quiet --define "_topdir $work/rpmbuild" --define "_rpmdir $repo" \
     --define '_build_name_fmt %%{NAME}-%%{VERSION}-%%{RELEASE}.%%{ARCH}.rpm' \
-    --define 'debug_package %{nil}' --define '__os_install_post %{nil}' \
+    --define 'debug_package %{nil}' --define '__os_install_post %{nil}' --define '_build_id_links none' \
     --define '_binary_payload w9.gzdio' "$spec" >"$work/rpmbuild.log" 2>&1 \
     || { cat "$work/rpmbuild.log" >&2; exit 1; }
 }
