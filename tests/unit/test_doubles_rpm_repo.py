@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -55,9 +56,19 @@ def built_repo(tmp_path_factory) -> Path:
     missing = [t for t in ("rpmbuild", "createrepo_c", "modifyrepo_c", "cc") if shutil.which(t) is None]
     if missing:
         pytest.skip(f"cannot build the doubles' RHEL 9 repository here: {', '.join(missing)} missing")
-    out = tmp_path_factory.mktemp("rpm-doubles")
+    missing += [t for t in ("rpmsign", "rpmkeys", "gpg") if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"cannot build the doubles' RHEL 9 repository here: {', '.join(missing)} missing")
+    base = tmp_path_factory.mktemp("rpm-doubles")
+    out = base / "repo"
+    env = dict(os.environ, GPUFLEET_DOUBLES_GNUPG=str(base / "gnupg"))
     proc = subprocess.run(
-        [str(DOUBLES / "build-rpm-repo.sh"), str(out)], capture_output=True, text=True, check=False, timeout=600
+        [str(DOUBLES / "build-rpm-repo.sh"), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
     return out / REPO_PATH
@@ -210,7 +221,29 @@ def test_every_roles_pin_resolves_to_exactly_one_rpm(headers):
     assert f"{mp.DRIVER_VERSIONS[0]}-1" not in offered["nvidia-driver-cuda"]
 
 
+def test_every_rpm_is_signed_with_the_published_key(built_repo: Path, tmp_path: Path):
+    """As NVIDIA's are: a host with gpgcheck on and the repository's key imported installs them, one with
+    another key (or none) does not."""
+    out = built_repo.parents[3]
+    rpms = sorted(str(p) for p in built_repo.glob("*.rpm"))
+
+    def checksig(dbpath: Path) -> str:
+        return subprocess.run(
+            ["rpmkeys", "--dbpath", str(dbpath), "--checksig", *rpms], capture_output=True, text=True, check=False
+        ).stdout
+
+    assert "NOT OK" in checksig(tmp_path / "empty-db")
+    subprocess.run(
+        ["rpmkeys", "--dbpath", str(tmp_path / "db"), "--import", str(out / "gpufleet-doubles.asc")], check=True
+    )
+    lines = checksig(tmp_path / "db").splitlines()
+    assert len(lines) == len(rpms) and all(line.endswith("digests signatures OK") for line in lines), lines
+
+
 def test_a_second_build_with_the_same_inputs_is_skipped(built_repo: Path):
     out = built_repo.parents[3]
-    again = subprocess.run([str(DOUBLES / "build-rpm-repo.sh"), str(out)], capture_output=True, text=True, check=True)
+    env = dict(os.environ, GPUFLEET_DOUBLES_GNUPG=str(out.parent / "gnupg"))
+    again = subprocess.run(
+        [str(DOUBLES / "build-rpm-repo.sh"), str(out)], capture_output=True, text=True, check=True, env=env
+    )
     assert "up to date" in again.stdout

@@ -15,8 +15,11 @@
 # spells a version by rule installs nothing. The payloads are the same stand-ins the Debian doubles
 # carry (stack/bin, stack/units, bin/), at RHEL's paths (/usr/lib64, /usr/lib/systemd/system).
 # The RPMs require only each other (no automatic dependencies): the test host's rpm database holds
-# nothing else. They are not signed: a host using this repository sets nvidia_driver_repo_trusted.
-# Needs rpmbuild (rpm), createrepo_c and modifyrepo_c (createrepo-c), a C compiler and python3.
+# nothing else. They are signed, as NVIDIA's are, with the doubles' throwaway key (the one
+# build-repo.sh signs the apt repositories with, kept in OUTDIR/../doubles-repo-gnupg), whose public
+# half is OUTDIR/gpufleet-doubles.asc: a host's gpgkey.
+# Needs rpmbuild and rpmsign (rpm), createrepo_c and modifyrepo_c (createrepo-c), gpg, a C compiler
+# and python3.
 # Rebuilds only when its inputs changed.
 set -euo pipefail
 
@@ -28,8 +31,9 @@ out=$(cd "$out" && pwd)
 exec 9>"$out.rpm.lock"
 flock 9
 
-for tool in rpmbuild createrepo_c modifyrepo_c cc python3; do
-  command -v "$tool" >/dev/null || { echo "build-rpm-repo.sh: $tool is missing (apt-get install rpm createrepo-c gcc python3)" >&2; exit 1; }
+gnupg=${GPUFLEET_DOUBLES_GNUPG:-$(dirname "$out")/doubles-repo-gnupg}
+for tool in rpmbuild rpmsign createrepo_c modifyrepo_c gpg cc python3; do
+  command -v "$tool" >/dev/null || { echo "build-rpm-repo.sh: $tool is missing (apt-get install rpm createrepo-c gnupg gcc python3)" >&2; exit 1; }
 done
 
 # kind, upstream release, name, [epoch:]version-release, arch, the branch's module streams (open,dkms).
@@ -210,6 +214,13 @@ ${stream_rpms[$stream]}...
 M
   done
 } >"$work/modules.yaml"
+if [ ! -f "$gnupg/pubring.kbx" ]; then
+  mkdir -p "$gnupg" && chmod 700 "$gnupg"
+  gpg --homedir "$gnupg" --batch --passphrase '' --quick-gen-key 'gpufleet test doubles <noreply@gpufleet.invalid>' ed25519 sign never 2>/dev/null
+fi
+gpg --homedir "$gnupg" --batch --armor --export >"$out/gpufleet-doubles.asc"
+rpmsign --addsign --define "__gpg $(command -v gpg)" --define "_gpg_path $gnupg" --define '_gpg_name gpufleet test doubles' "$repo"/*.rpm >"$work/sign.log" 2>&1 \
+  || { cat "$work/sign.log" >&2; exit 1; }
 createrepo_c -q --general-compress-type=gz "$repo"
 modifyrepo_c --compress-type=gz --mdtype=modules "$work/modules.yaml" "$repo/repodata" >/dev/null
 chmod -R a+rX "$out/cuda"
