@@ -14,6 +14,7 @@ several CUDA minors; a re-spun build; a build number in place of a revision) and
 a version by rule instead of asking the repository installs nothing here.
 
     matrix_packages.py            print bash assignments for build-repo.sh to eval
+    matrix_packages.py --rhel9    print the RHEL 9 stand-ins, one per line, for build-rpm-repo.sh
     import matrix_packages        packages() for the unit test that checks the built repository
 
 The versions below are the test bed's choice (the lab's pins first, then a newer release that
@@ -128,6 +129,36 @@ PUBLISHED: dict[tuple[str, ...], Published] = {
     ("doca-ofed", "2.9.1"): Published(
         "2.9.1-018000", "https://www.mellanox.com/downloads/DOCA/DOCA_v2.9.1/host/", "doca-host_2.9.1-018000-24.10"
     ),
+}
+
+
+# The same releases as NVIDIA's RHEL 9 repository spells them (rhel9/x86_64/): the driver's packages carry
+# epoch 3 and an .el9 release, the kernel-module packages are noarch (DKMS sources), the other components
+# carry a plain -1 revision and DCGM epoch 1, NCCL its +cuda<minor> build; one source per row, as above.
+_RHEL9_KMOD = "https://github.com/NVIDIA/yum-packaging-precompiled-kmod/issues/68"
+_RHEL9_DKMS = "https://github.com/stackhpc/ansible-slurm-appliance/pull/703"
+_RHEL9_NCCL = "https://github.com/opendatahub-io/notebooks/pull/4089"
+_CUDA_RHEL8 = "https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/"
+_GDC_RHEL9 = "https://github.com/NVIDIA/gpu-driver-container/blob/main/rhel9/install.sh"
+PUBLISHED_RHEL9: dict[tuple[str, ...], Published] = {
+    ("driver", "570.133.20"): Published(
+        "3:570.133.20-1.el9", _RHEL9_KMOD, "the shape dnf repoquery lists: nvidia-driver-3:595.45.04-1.el9.x86_64"
+    ),
+    ("driver", "570.148.08"): Published(
+        "3:570.148.08-1.el9", _RHEL9_KMOD, "the shape dnf repoquery lists: nvidia-driver-3:595.58.03-1.el9.x86_64"
+    ),
+    ("fabricmanager", "570.133.20"): Published("570.133.20-1", _GDC_RHEL9, "nvidia-fabric-manager-${DRIVER_VERSION}-1"),
+    ("fabricmanager", "570.148.08"): Published("570.148.08-1", _GDC_RHEL9, "nvidia-fabric-manager-${DRIVER_VERSION}-1"),
+    ("cuda", "12.8.0"): Published("12.8.0-1", _CUDA_RHEL8, "the shape of cuda-toolkit-12-8-12.8.0-1.x86_64.rpm"),
+    ("cuda", "12.8.1"): Published("12.8.1-1", _CUDA_RHEL8, "the shape of cuda-toolkit-12-8-12.8.1-1.x86_64.rpm"),
+    ("cuda", "12.9.1"): Published("12.9.1-1", _CUDA_RHEL8, "the shape of cuda-toolkit-12-9-12.9.1-1.x86_64.rpm"),
+    ("nccl", "2.26.2", "12.8"): Published(
+        "2.26.2-2+cuda12.8", _RHEL9_NCCL, "re-spin of the shape libnccl-2.29.2-1+cuda13.0 (rhel9/x86_64 index)"
+    ),
+    ("nccl", "2.26.2", "12.4"): Published("2.26.2-1+cuda12.4", _RHEL9_NCCL, "libnccl-<release>-1+cuda<minor>"),
+    ("nccl", "2.26.5", "12.9"): Published("2.26.5-1+cuda12.9", _RHEL9_NCCL, "libnccl-<release>-1+cuda<minor>"),
+    ("dcgm", "4.2.3"): Published("1:4.2.3-1", _CUDA_RHEL8, "the Debian pin's epoch 1; the RHEL listing's own not read"),
+    ("dcgm", "4.4.0"): Published("1:4.4.0-1", _CUDA_RHEL8, "the Debian pin's epoch 1; the RHEL listing's own not read"),
 }
 
 
@@ -271,6 +302,83 @@ def packages() -> list[Package]:
     return out
 
 
+class RpmPackage(NamedTuple):
+    """One RHEL 9 stand-in: its payload kind (what build-rpm-repo.sh puts in it), name, version, arch."""
+
+    kind: str
+    component: str
+    version: str
+    name: str
+    package_version: str
+    arch: str
+
+
+def _rhel9(component: str, key: str, version: str | None = None, **context: str):
+    return vm.value(component, key, "rhel9", ARCH, version, **context)
+
+
+def _published_rhel9(*key: str) -> str:
+    if key not in PUBLISHED_RHEL9:
+        raise SystemExit(f"matrix_packages: no cited RHEL 9 version for {key}: add a PUBLISHED_RHEL9 row")
+    return PUBLISHED_RHEL9[key].version
+
+
+def rhel9_packages() -> list[RpmPackage]:
+    """Every stand-in of the RHEL 9 repository (build-rpm-repo.sh): names from the matrix's rhel9 rows."""
+    out: list[RpmPackage] = []
+    for v in DRIVER_VERSIONS:
+        pv = _published_rhel9("driver", v)
+        user, kopen = _rhel9("driver", "packages.open", v)
+        user2, kprop = _rhel9("driver", "packages.proprietary", v)
+        if user != user2:
+            raise SystemExit(f"matrix_packages: rhel9 driver {v}: user space differs between flavours")
+        (persistenced,) = _rhel9("driver", "persistenced_packages", v)
+        out += [
+            RpmPackage("driver", "driver", v, user, pv, ARCH),
+            # The DKMS module packages carry sources only: noarch, as NVIDIA's.
+            RpmPackage("kmod_open", "driver", v, kopen, pv, "noarch"),
+            RpmPackage("kmod_proprietary", "driver", v, kprop, pv, "noarch"),
+            RpmPackage("persistenced", "driver", v, persistenced, pv, ARCH),
+        ]
+        fm, nscq = _rhel9("fabricmanager", "packages", v)
+        fmv = _published_rhel9("fabricmanager", v)
+        out += [
+            RpmPackage("fabricmanager", "fabricmanager", v, fm, fmv, ARCH),
+            RpmPackage("nscq", "fabricmanager", v, nscq, fmv, ARCH),
+        ]
+    for v in (*CUDA_VERSIONS, CUDA_OTHER):
+        minor = ".".join(v.split(".")[:2])
+        (toolkit,) = _rhel9("cuda", "packages", cuda=minor)
+        out.append(RpmPackage("cuda", "cuda", v, toolkit, _published_rhel9("cuda", v), ARCH))
+    lib, dev = _rhel9("nccl", "packages")
+    for v, cuda_minor in NCCL_BUILDS:
+        pv = _published_rhel9("nccl", v, cuda_minor)
+        out += [RpmPackage("nccl_lib", "nccl", v, lib, pv, ARCH), RpmPackage("nccl_dev", "nccl", v, dev, pv, ARCH)]
+    for v in DCGM_VERSIONS:
+        core, cuda_pkg = _rhel9("dcgm", "packages", v, cuda=DCGM_CUDA)
+        pv = _published_rhel9("dcgm", v)
+        out += [
+            RpmPackage("dcgm_core", "dcgm", v, core, pv, ARCH),
+            RpmPackage("dcgm_cuda", "dcgm", v, cuda_pkg, pv, ARCH),
+        ]
+    return out
+
+
+def _rhel9_table() -> str:
+    """One line per RHEL 9 stand-in for build-rpm-repo.sh: kind, release, name, [epoch:]version-release, arch,
+    and the driver packages' dnf module streams (open and proprietary) of their branch."""
+    lines = []
+    for p in rhel9_packages():
+        streams = "-"
+        if p.component in ("driver", "fabricmanager"):
+            streams = ",".join(
+                _rhel9("driver", f"dnf_module.{flavor}", p.version).split(":", 1)[1]
+                for flavor in ("open", "proprietary")
+            )
+        lines.append("\t".join((p.kind, p.version, p.name, p.package_version, p.arch, streams)))
+    return "\n".join(lines) + "\n"
+
+
 def _bash() -> str:
     """Assignments build-repo.sh evals: lists of versions, and per version the names and package versions."""
     lines = [
@@ -338,4 +446,4 @@ def _bash() -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(_bash())
+    sys.stdout.write(_rhel9_table() if sys.argv[1:] == ["--rhel9"] else _bash())
