@@ -572,25 +572,32 @@ def test_double_client_reads_the_peers_profile_when_the_server_cannot_be_reached
     assert fast.returncode == 0 and rp.parse(fast.stdout)["average_gbit"] > 388
 
 
-def test_all_mode_warns_above_its_pool_size_only():
-    """32 nodes is the last size `all` is taken for without a word; 33 is warned, rail never is."""
+def test_all_mode_warns_only_where_its_rounds_would_take_more_than_half_an_hour():
+    """225 rounds of 8 s is the last `all` taken without a word; one round more is warned, rail never is."""
     from types import SimpleNamespace
 
     from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.acceptance import (
-        RDMA_PAIRS_ALL_MAX_NODES,
+        RDMA_PAIRS_ALL_MAX_SECONDS,
         check_rdma_pairs_scale,
+        rdma_pairs_all_seconds,
     )
 
     def members(n):
         return [SimpleNamespace(hosts=tuple(f"n{i}" for i in range(n)), pool=SimpleNamespace(label="pools[0] (h100)"))]
 
     brief = {"acceptance": {"rdma_pairs": {"mode": "all"}}}
-    assert check_rdma_pairs_scale(brief, members(RDMA_PAIRS_ALL_MAX_NODES)) == []
-    (warned,) = check_rdma_pairs_scale(brief, members(RDMA_PAIRS_ALL_MAX_NODES + 1))
-    assert warned["code"] == "ACCEPT_RDMA_PAIRS_ALL_LARGE" and warned["severity"] == "warning"
-    # 33 nodes: odd, so 33 rounds of 16 pairs, four calls each.
-    assert "33 rounds" in warned["message"] and "2112 module calls" in warned["message"]
-    assert check_rdma_pairs_scale({"acceptance": {"rdma_pairs": {"mode": "rail"}}}, members(500)) == []
+    assert RDMA_PAIRS_ALL_MAX_SECONDS == 1800 and rdma_pairs_all_seconds(226, {}) == 225 * 8
+    assert check_rdma_pairs_scale(brief, members(226)) == []
+    (warned,) = check_rdma_pairs_scale(brief, members(228))
+    assert warned["code"] == "ACCEPT_RDMA_PAIRS_ALL_LONG" and warned["severity"] == "warning"
+    assert "227 rounds of about 8 s, about 30 minutes" in warned["message"] and "228 nodes" in warned["message"]
+    # 256 nodes: about 34 minutes, the figure of docs/nccl-acceptance.md.
+    (big,) = check_rdma_pairs_scale(brief, members(256))
+    assert "255 rounds" in big["message"] and "about 34 minutes" in big["message"]
+    # A longer duration makes a smaller pool warned; iterations mode (about a second per run) a larger one.
+    assert check_rdma_pairs_scale({"acceptance": {"rdma_pairs": {"mode": "all", "duration": 20}}}, members(100))
+    assert not check_rdma_pairs_scale({"acceptance": {"rdma_pairs": {"mode": "all", "iters": 5000}}}, members(400))
+    assert check_rdma_pairs_scale({"acceptance": {"rdma_pairs": {"mode": "rail"}}}, members(5000)) == []
 
 
 # --- agendas: each node runs its own rounds -------------------------------------------------------
