@@ -301,6 +301,19 @@ def start_agenda(run: str, rounds: list[dict], timeout: int, connect_wait: int, 
     return {"budget": budget, "rounds": len(rounds)}
 
 
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` (the agenda's: timeout(1) puts each command in a process
+    group of its own, so killing the leader's group would leave the rails running)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat_text = _read(f"/proc/{entry}/stat")
+        fields = stat_text.rpartition(")")[2].split()
+        if len(fields) > 3 and fields[3] == str(sid):
+            with contextlib.suppress(OSError):
+                os.kill(int(entry), signal.SIGKILL)
+
+
 def collect_agenda(run: str, grace: int = 15, poll: float = 0.5) -> list[dict]:
     """Wait for the agenda of ``run`` (see :func:`start_agenda`) to end, at most its budget after its start;
     each round as ``{round, side, partner, server, client, results: [per rail]}``. A rail that had not
@@ -315,8 +328,7 @@ def collect_agenda(run: str, grace: int = 15, poll: float = 0.5) -> list[dict]:
     if not os.path.exists(os.path.join(run, "agenda.rc")):
         pid = _read(os.path.join(run, "agenda.pid")).strip()
         if pid.isdigit():
-            with contextlib.suppress(OSError):
-                os.killpg(int(pid), signal.SIGKILL)
+            _kill_session(int(pid))
     out = []
     for rnd in info["rounds"]:
         rdir = os.path.join(run, f"round{int(rnd['round'])}")

@@ -695,7 +695,7 @@ def test_agenda_waits_for_the_common_start_and_collect_stops_at_its_budget(tmp_p
     from ansible_collections.gpufleet.cluster.plugins.modules import rdma_pairs_run
 
     log = tmp_path / "log"
-    stamp = _script(tmp_path / "stamp.sh", f"date +%s.%N >>{log}; exec sleep 30\n")
+    stamp = _script(tmp_path / "stamp.sh", f"echo $(date +%s.%N) $$ >>{log}; exec sleep 30\n")
     rounds = [
         {"round": 1, "side": "server", "partner": "b", "rails": [0], "cmds": [[stamp]]},
         {"round": 2, "side": "client", "partner": "c", "rails": [0], "cmds": [[stamp]]},
@@ -713,7 +713,16 @@ def test_agenda_waits_for_the_common_start_and_collect_stops_at_its_budget(tmp_p
         json.dump(data, fh)
     out = rdma_pairs_run.collect_agenda(run, grace=0)
     assert time.time() - begin < 5
-    assert float(log.read_text().split()[0]) >= begin - 1  # round 1 began at the common start, not before
+    stamped, pid = log.read_text().split()
+    assert float(stamped) >= begin - 1  # round 1 began at the common start, not before
+    # Nothing of the agenda is left running: its rail, in a process group of timeout(1)'s, was killed too.
+    time.sleep(0.3)
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            state = fh.read().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("Z", "X", "gone")
     first, second = (r["results"][0] for r in out)
     assert first["rc"] is None and first["timed_out"]  # killed with its agenda
     assert second["rc"] is None and not second["timed_out"] and "did not reach this round" in second["reason"]
