@@ -254,7 +254,7 @@ def agenda_script(run: str, rounds: list[dict], timeout: int, connect_wait: int,
     """The node's agenda as one sh script: wait for the common start, then each round's rails at once,
     the next round when they have all ended. ``rounds``: ``[{round, side, cmds: [argv], rails: [int]}]``."""
     q = shlex.quote
-    lines = ["set -u", f"d={q(run)}", f"rail_script={q(RAIL_SCRIPT)}"]
+    lines = ["set -u", f"rail_script={q(RAIL_SCRIPT)}"]
     if begin_at:
         # Every node of the pool begins round 1 at the same time, once the controller has started them all.
         lines.append(f'now=$(date +%s); [ {int(begin_at)} -gt "$now" ] && sleep $(( {int(begin_at)} - now ))')
