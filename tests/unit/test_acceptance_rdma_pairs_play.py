@@ -154,8 +154,27 @@ FOUR = {
 }
 
 
+def delegated_calls(stdout: str) -> dict[str, list[str]]:
+    """Each task of the play's output that ran on other hosts than its own: the hosts it was delegated to."""
+    out: dict[str, list[str]] = {}
+    task = None
+    for line in stdout.splitlines():
+        if line.startswith("TASK ["):
+            task = line.split("[", 1)[1].rsplit("]", 1)[0]
+        elif " -> " in line and line.split(":", 1)[0] in ("ok", "changed", "failed", "fatal"):
+            out.setdefault(task, []).append(line.split(" -> ", 1)[1].split("]", 1)[0])
+    return out
+
+
 def test_every_pair_runs_once_and_the_slow_port_is_named_and_drained(tmp_path):
-    got, _ = run(tmp_path, FOUR, {"acceptance": {"rdma_pairs": {"mode": "all"}}})
+    got, stdout = run(tmp_path, FOUR, {"acceptance": {"rdma_pairs": {"mode": "all"}}})
+    # The dispatch: one start and one collect per node, whatever the number of rounds (3 here).
+    calls = delegated_calls(stdout)
+    assert sorted(calls) == [
+        "acceptance : Collect each node's agenda of RDMA pairs",
+        "acceptance : Start each node's agenda of RDMA pairs",
+    ]
+    assert all(sorted(hosts) == sorted(FOUR) for hosts in calls.values())
     (record,) = got["records"]
     assert record["rounds"] == 3 and record["gpudirect"] is True
     pairs = {(p["server"], p["client"]) for p in record["pairs"]}

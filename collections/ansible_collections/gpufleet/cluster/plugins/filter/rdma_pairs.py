@@ -15,7 +15,8 @@ description:
     (GPUDirect C(--use_cuda) when the pool has C(gpudirect_rdma)).
   - Also C(rdma_pairs_rails) (a node's rails from its C(gpufleet_hw) facts), C(rdma_pairs_judge) (the runs of
     every round -> the pool's record, C(RDMA_PORT_SLOW) / C(RDMA_LINK_SLOW) / C(RDMA_PAIR_FAILED)) and
-    C(rdma_pairs_drain) (adds the slow ports' nodes to the drain list).
+    C(rdma_pairs_drain) (adds the slow ports' nodes to the drain list), C(rdma_pairs_agendas) (each node's rounds, which
+    the node runs itself) and C(rdma_pairs_runs) (the agendas' collected rounds as the judge reads them).
 options:
   _input:
     description: The pool's nodes, in inventory order.
@@ -42,9 +43,13 @@ options:
     type: int
     default: 18515
   spread:
-    description: Every rail of a round on its own TCP port from I(base_port) up, for nodes that share one address.
+    description: Every rail of every round on its own TCP port from I(base_port) up, for nodes that share one address.
     type: bool
     default: false
+  port_count:
+    description: The TCP ports open from I(base_port) up (the firewall role's C(firewall_perftest_ports)); consecutive
+      rounds then listen on different banks of them, as the nodes run their agendas at their own pace.
+    type: int
 """
 
 EXAMPLES = r"""
@@ -72,7 +77,9 @@ def rdma_pairs_rails(hw, brief, pool):
     return rp.node_rails(hw or {}, brief or {}, _pool(brief, pool))
 
 
-def rdma_pairs_plan(nodes, brief, pool, rails, addresses=None, base_port=rp.BASE_TCP_PORT, spread=False):
+def rdma_pairs_plan(
+    nodes, brief, pool, rails, addresses=None, base_port=rp.BASE_TCP_PORT, spread=False, port_count=None
+):
     try:
         rule = rp.settings(brief)
         spec = _pool(brief, pool)
@@ -83,7 +90,13 @@ def rdma_pairs_plan(nodes, brief, pool, rails, addresses=None, base_port=rp.BASE
             return {"enabled": False, "mode": None, "settings": rule, "rounds": [], **floor, "gpudirect": gpudirect}
         rounds = rp.schedule(list(nodes or []), rule["mode"])
         planned = rp.plan(
-            rounds, rails or {}, addresses or {}, base_port=int(base_port), gpudirect=gpudirect, spread=bool(spread)
+            rounds,
+            rails or {},
+            addresses or {},
+            base_port=int(base_port),
+            gpudirect=gpudirect,
+            spread=bool(spread),
+            port_count=int(port_count) if port_count else None,
         )
     except rp.RdmaPairsError as exc:
         raise AnsibleFilterError(f"rdma_pairs_plan: {pool}: {exc}") from exc
@@ -139,6 +152,7 @@ def rdma_pairs_judge(runs, plan):
                 "stderr": res.get("stderr"),
                 "timed_out": res.get("timed_out"),
                 "timeout": res.get("seconds"),
+                "reason": res.get("reason"),
                 "server_rc": server.get("rc"),
                 "server_timed_out": server.get("timed_out"),
             }
@@ -171,6 +185,24 @@ def rdma_pairs_judge(runs, plan):
     return record
 
 
+def rdma_pairs_agendas(plan):
+    """Each node's rounds of the plan (``{node: [{round, side, partner, server, client, address, ports}]}``)."""
+    return rp.agendas((plan or {}).get("rounds") or [])
+
+
+def rdma_pairs_runs(collected):
+    """The agendas' collect results (``[{item: node, rounds: [...]}]``, a loop's registered results) as the
+    judge reads them: ``[{round, server, client, side, results}]``. A node that was not collected (its
+    start or collect failed, or it was unreachable) gives nothing: the judge fails its rails as not reported."""
+    out = []
+    for res in collected or []:
+        for rnd in (res or {}).get("rounds") or []:
+            out.append(
+                {k: rnd.get(k) for k in ("round", "server", "client", "side")} | {"results": rnd.get("results") or []}
+            )
+    return out
+
+
 def rdma_pairs_drain(to_drain, records, stamp=None):
     return rp.with_drain(to_drain or [], records or [], stamp=stamp)
 
@@ -182,4 +214,6 @@ class FilterModule:
             "rdma_pairs_plan": rdma_pairs_plan,
             "rdma_pairs_judge": rdma_pairs_judge,
             "rdma_pairs_drain": rdma_pairs_drain,
+            "rdma_pairs_agendas": rdma_pairs_agendas,
+            "rdma_pairs_runs": rdma_pairs_runs,
         }

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: rdma_pairs_run
-short_description: Start perftest's ib_write_bw on every rail of one node at once, as server or client, and collect it
+short_description: Run perftest's ib_write_bw on every rail of one node at once, one round or a node's whole agenda
 version_added: 0.1.0
 description:
   - One side of one node pair of the acceptance's RDMA pair schedule (module_utils/acceptance/rdma_pairs.py,
@@ -21,6 +21,12 @@ description:
     and exit status, and removes the files.
   - Ansible's C(async) is not used, as Mitogen (the lab's and the scenarios' strategy) never finishes fire-and-forget
     jobs.
+  - With I(agenda), C(action=start) starts the node's whole agenda of RDMA pair rounds instead, detached, in one call
+    (each round - its side, partner and rails - run in order, every rail of a round at once; under C(timeout(1)) with
+    a budget of rounds x (I(connect_wait) + I(timeout) + 5) seconds, plus the wait for I(begin_at)); C(action=collect)
+    waits for it (at most that budget after the start; I(run_id) alone says it is an agenda) and returns every
+    round's results. The first controller's
+    dispatch is then two calls per node (docs/nccl-acceptance.md, "Per-rail RDMA pairs").
   - In check mode nothing runs; each rail's command line is returned.
 options:
   action:
@@ -54,6 +60,16 @@ options:
   address:
     description: The server's address (client side).
     type: str
+  agenda:
+    description: The node's rounds, as the C(gpufleet.cluster.rdma_pairs_agendas) filter gives them (C(round), C(side),
+      C(partner), C(server), C(client), C(address) - the server's, for a client - and C(ports)); replaces I(side),
+      I(ports) and I(address).
+    type: list
+    elements: dict
+  begin_at:
+    description: With I(agenda), the time (seconds since the epoch) its first round begins at, so that every node of
+      the pool begins together once the controller has started them all; a time past begins at once.
+    type: float
   settings:
     description: The brief's C(acceptance.rdma_pairs) (C(size), C(duration), C(iters)).
     type: dict
@@ -79,10 +95,20 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+rounds:
+  description: With I(agenda), one entry per round - C(round), C(side), C(partner), C(server), C(client) and
+    C(results), each rail as below (C(reason) for a round the agenda did not reach within its budget).
+  returned: with agenda
+  type: list
+  elements: dict
+budget:
+  description: With I(agenda), after start - the seconds the agenda may run in all.
+  returned: with agenda, on start
+  type: int
 results:
   description: One entry per rail - C(rail), C(tcp_port), C(argv); after collect also C(rc) (null when killed at the
     deadline), C(stdout), C(stderr), C(timed_out), C(seconds).
-  returned: always
+  returned: without agenda
   type: list
   elements: dict
 """
@@ -90,6 +116,7 @@ results:
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import stat
@@ -195,6 +222,166 @@ def collect(run: str, grace: int = 15) -> list[dict]:
     return out
 
 
+# --- agenda: every round of one node, run by the node itself -------------------------------------
+#
+# The first controller sends each node its whole agenda in one call and collects it in one more, so
+# the dispatch is 2 calls per node whatever the pool's size (one call per side, pair and round would
+# be about 2 N^2 calls for the all schedule). The node runs its rounds in order, each round's rails at
+# once (RAIL_SCRIPT), the next round when every rail of this one has ended.
+#
+# Why the agendas cannot deadlock, and how long they take: in the plan's schedule a round's pairs are
+# disjoint, so a node's round k waits on one node only, its round-k partner, and on nothing else.
+# Every round of every node is bounded on its own, whatever its partner does: a server runs under
+# timeout(1) with connect_wait + timeout seconds (it waits for its client, then measures); a client
+# tries to connect until connect_wait seconds after its round began, each try under timeout(1) with
+# timeout seconds, so it too ends within connect_wait + timeout. A partner that is still in round k-1
+# reaches round k within its own bound, so the connect wait meets a partner lagging behind by up to
+# connect_wait seconds (a round of ib_write_bw runs about duration + 3 s on real hardware: the default
+# 15 s meets a partner a round or more behind); a partner that never comes (unreachable, no
+# ib_write_bw, stuck behind a dead node) fails that round only (the client's "Couldn't connect", or a
+# server without a client: RDMA_PAIR_FAILED) and the agenda goes on. The whole agenda runs under
+# timeout(1) too: its budget is the wait for the common start plus rounds x (connect_wait + timeout +
+# 5) seconds, and collect waits at most that long after the start.
+ROUND_GRACE = 5  # timeout(1)'s -k after a rail's own limit
+
+
+def agenda_budget(rounds: int, timeout: int, connect_wait: int, begin_in: float = 0) -> int:
+    """Seconds an agenda of ``rounds`` rounds may run in all (see the comment above)."""
+    return int(max(0, begin_in)) + rounds * (int(connect_wait) + int(timeout) + ROUND_GRACE) + ROUND_GRACE
+
+
+def agenda_script(run: str, rounds: list[dict], timeout: int, connect_wait: int, begin_at: float | None) -> str:
+    """The node's agenda as one sh script: wait for the common start, then each round's rails at once,
+    the next round when they have all ended. ``rounds``: ``[{round, side, cmds: [argv], rails: [int]}]``."""
+    q = shlex.quote
+    lines = ["set -u", f"rail_script={q(RAIL_SCRIPT)}"]
+    if begin_at:
+        # Every node of the pool begins round 1 at the same time, once the controller has started them all.
+        lines.append(f'now=$(date +%s); [ {int(begin_at)} -gt "$now" ] && sleep $(( {int(begin_at)} - now ))')
+    for rnd in rounds:
+        rdir = os.path.join(run, f"round{int(rnd['round'])}")
+        limit = int(timeout) + int(connect_wait) if rnd["side"] == "server" else int(timeout)
+        lines.append(f"date +%s >{q(rdir)}/began")
+        for rail, cmd in zip(rnd["rails"], rnd["cmds"], strict=True):
+            args = [rdir, str(rail), str(limit), str(connect_wait), rnd["side"], *cmd]
+            lines.append('sh -c "$rail_script" sh ' + " ".join(q(a) for a in args) + " &")
+        lines.append("wait")
+        lines.append(f"date +%s >{q(rdir)}/ended")
+    return "\n".join(lines) + "\n"
+
+
+def start_agenda(run: str, rounds: list[dict], timeout: int, connect_wait: int, begin_at: float | None = None) -> dict:
+    """Start the node's agenda detached (its own session) under timeout(1) with its whole budget."""
+    if os.path.isdir(run):
+        shutil.rmtree(run)
+    _private_dir(run)
+    now = time.time()
+    budget = agenda_budget(len(rounds), timeout, connect_wait, (begin_at - now) if begin_at else 0)
+    for rnd in rounds:
+        os.mkdir(os.path.join(run, f"round{int(rnd['round'])}"), 0o700)
+    info = {
+        "time": now,
+        "budget": budget,
+        "rounds": [{k: v for k, v in rnd.items() if k != "cmds"} for rnd in rounds],
+    }
+    with open(os.path.join(run, "agenda.json"), "w", encoding="utf-8") as fh:
+        json.dump(info, fh)
+    with open(os.path.join(run, "agenda.sh"), "w", encoding="utf-8") as fh:
+        fh.write(agenda_script(run, rounds, timeout, connect_wait, begin_at))
+    proc = subprocess.Popen(
+        ["sh", "-c", 'timeout -k 5 "$1" sh "$2/agenda.sh"; echo $? >"$2/agenda.rc"', "sh", str(budget), run],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    with open(os.path.join(run, "agenda.pid"), "w", encoding="utf-8") as fh:
+        fh.write(f"{proc.pid}\n")
+    return {"budget": budget, "rounds": len(rounds)}
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` (the agenda's: timeout(1) puts each command in a process
+    group of its own, so killing the leader's group would leave the rails running)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat_text = _read(f"/proc/{entry}/stat")
+        fields = stat_text.rpartition(")")[2].split()
+        if len(fields) > 3 and fields[3] == str(sid):
+            with contextlib.suppress(OSError):
+                os.kill(int(entry), signal.SIGKILL)
+
+
+def collect_agenda(run: str, grace: int = 15, poll: float = 0.5) -> list[dict]:
+    """Wait for the agenda of ``run`` (see :func:`start_agenda`) to end, at most its budget after its start;
+    each round as ``{round, side, partner, server, client, results: [per rail]}``. A rail that had not
+    ended (the agenda killed at its budget) is ``timed_out`` with rc None; a round never begun has
+    rails with rc None and ``reason``."""
+    info = json.loads(_read(os.path.join(run, "agenda.json")) or "{}")
+    if not info:
+        raise OSError(f"{run}: no agenda was started under this name")
+    deadline = float(info["time"]) + int(info["budget"]) + grace
+    while time.time() < deadline and not os.path.exists(os.path.join(run, "agenda.rc")):
+        time.sleep(poll)
+    if not os.path.exists(os.path.join(run, "agenda.rc")):
+        pid = _read(os.path.join(run, "agenda.pid")).strip()
+        if pid.isdigit():
+            _kill_session(int(pid))
+    out = []
+    for rnd in info["rounds"]:
+        rdir = os.path.join(run, f"round{int(rnd['round'])}")
+        began = _read(os.path.join(rdir, "began")).strip()
+        ended = _read(os.path.join(rdir, "ended")).strip()
+        results = []
+        for rail, tcp_port in zip(rnd["rails"], rnd.get("tcp_ports") or [None] * len(rnd["rails"]), strict=True):
+            base = os.path.join(rdir, f"rail{rail}")
+            rc_text = _read(f"{base}.rc").strip()
+            rc = int(rc_text) if rc_text.lstrip("-").isdigit() else None
+            row = {
+                "rail": rail,
+                "tcp_port": tcp_port,
+                "rc": rc,
+                "stdout": _read(f"{base}.out"),
+                "stderr": _read(f"{base}.err"),
+                "timed_out": bool(began) and (rc is None or rc in KILLED_BY_TIMEOUT),
+                "seconds": (int(ended) - int(began)) if began.isdigit() and ended.isdigit() else None,
+            }
+            if not began:
+                row["reason"] = "the node's agenda did not reach this round within its budget"
+            results.append(row)
+        out.append({k: rnd.get(k) for k in ("round", "side", "partner", "server", "client")} | {"results": results})
+    shutil.rmtree(run, ignore_errors=True)
+    return out
+
+
+def _agenda_rounds(module, p) -> list[dict]:
+    """The agenda's rounds with each rail's command line (a client writes to its partner's address)."""
+    out = []
+    for rnd in p["agenda"]:
+        side = rnd.get("side")
+        if side not in ("server", "client") or rnd.get("round") is None:
+            module.fail_json(msg=f"rdma_pairs_run: an agenda round needs round and side server|client, found {rnd!r}")
+        try:
+            cmds = [argv(p["binary"], side, port, p["settings"], rnd.get("address")) for port in rnd.get("ports") or []]
+        except (RdmaPairsError, KeyError, TypeError, ValueError) as exc:
+            module.fail_json(msg=f"rdma_pairs_run: round {rnd.get('round')}: a port of the plan is incomplete: {exc}")
+        out.append(
+            {
+                "round": int(rnd["round"]),
+                "side": side,
+                "partner": rnd.get("partner"),
+                "server": rnd.get("server"),
+                "client": rnd.get("client"),
+                "rails": [port.get("rail") for port in rnd.get("ports") or []],
+                "tcp_ports": [port.get("tcp_port") for port in rnd.get("ports") or []],
+                "cmds": cmds,
+            }
+        )
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -205,17 +392,46 @@ def main():
             "side": {"type": "str", "default": "server", "choices": ["server", "client"]},
             "ports": {"type": "list", "elements": "dict", "default": []},
             "address": {"type": "str"},
+            "agenda": {"type": "list", "elements": "dict"},
+            "begin_at": {"type": "float"},
             "settings": {"type": "dict", "default": {}},
             "timeout": {"type": "int", "default": 60},
             "connect_wait": {"type": "int", "default": 15},
         },
         required_if=[("side", "client", ["address"])],
+        mutually_exclusive=[("agenda", "ports")],
         supports_check_mode=True,
     )
     p = module.params
     if "/" in p["run_id"] or p["run_id"] in ("", ".", ".."):
         module.fail_json(msg=f"rdma_pairs_run: run_id must be a plain name, found {p['run_id']!r}")
     run = os.path.join(p["run_dir"], p["run_id"])
+    if p["action"] == "collect" and p["agenda"] is None and os.path.exists(os.path.join(run, "agenda.json")):
+        # What was started under this name is an agenda: collect needs nothing else to know it.
+        p["agenda"] = []
+    if p["agenda"] is not None:
+        rounds = _agenda_rounds(module, p)
+        shown = [
+            {k: r[k] for k in ("round", "side", "partner", "server", "client")}
+            | {
+                "results": [
+                    {"rail": a, "tcp_port": t, "argv": c}
+                    for a, t, c in zip(r["rails"], r["tcp_ports"], r["cmds"], strict=True)
+                ]
+            }
+            for r in rounds
+        ]
+        if module.check_mode:
+            module.exit_json(changed=False, rounds=shown, previewed=True)
+        try:
+            if p["action"] == "start":
+                _private_dir(p["run_dir"])
+                info = start_agenda(run, rounds, p["timeout"], p["connect_wait"], p["begin_at"])
+                module.exit_json(changed=False, rounds=shown, budget=info["budget"])
+            done = collect_agenda(run)
+        except OSError as exc:
+            module.fail_json(msg=f"rdma_pairs_run: {exc}")
+        module.exit_json(changed=False, rounds=done)
     try:
         cmds = [argv(p["binary"], p["side"], port, p["settings"], p.get("address")) for port in p["ports"]]
     except (RdmaPairsError, KeyError, TypeError, ValueError) as exc:

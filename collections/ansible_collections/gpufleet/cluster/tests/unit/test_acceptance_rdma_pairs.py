@@ -572,22 +572,196 @@ def test_double_client_reads_the_peers_profile_when_the_server_cannot_be_reached
     assert fast.returncode == 0 and rp.parse(fast.stdout)["average_gbit"] > 388
 
 
-def test_all_mode_warns_above_its_pool_size_only():
-    """32 nodes is the last size `all` is taken for without a word; 33 is warned, rail never is."""
+def test_all_mode_warns_only_where_its_rounds_would_take_more_than_half_an_hour():
+    """225 rounds of 8 s is the last `all` taken without a word; one round more is warned, rail never is."""
     from types import SimpleNamespace
 
     from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.acceptance import (
-        RDMA_PAIRS_ALL_MAX_NODES,
+        RDMA_PAIRS_ALL_MAX_SECONDS,
         check_rdma_pairs_scale,
+        rdma_pairs_all_seconds,
     )
 
     def members(n):
         return [SimpleNamespace(hosts=tuple(f"n{i}" for i in range(n)), pool=SimpleNamespace(label="pools[0] (h100)"))]
 
     brief = {"acceptance": {"rdma_pairs": {"mode": "all"}}}
-    assert check_rdma_pairs_scale(brief, members(RDMA_PAIRS_ALL_MAX_NODES)) == []
-    (warned,) = check_rdma_pairs_scale(brief, members(RDMA_PAIRS_ALL_MAX_NODES + 1))
-    assert warned["code"] == "ACCEPT_RDMA_PAIRS_ALL_LARGE" and warned["severity"] == "warning"
-    # 33 nodes: odd, so 33 rounds of 16 pairs, four calls each.
-    assert "33 rounds" in warned["message"] and "2112 module calls" in warned["message"]
-    assert check_rdma_pairs_scale({"acceptance": {"rdma_pairs": {"mode": "rail"}}}, members(500)) == []
+    assert RDMA_PAIRS_ALL_MAX_SECONDS == 1800 and rdma_pairs_all_seconds(226, {}) == 225 * 8
+    assert check_rdma_pairs_scale(brief, members(226)) == []
+    (warned,) = check_rdma_pairs_scale(brief, members(228))
+    assert warned["code"] == "ACCEPT_RDMA_PAIRS_ALL_LONG" and warned["severity"] == "warning"
+    assert "227 rounds of about 8 s, about 30 minutes" in warned["message"] and "228 nodes" in warned["message"]
+    # 256 nodes: about 34 minutes, the figure of docs/nccl-acceptance.md.
+    (big,) = check_rdma_pairs_scale(brief, members(256))
+    assert "255 rounds" in big["message"] and "about 34 minutes" in big["message"]
+    # A longer duration makes a smaller pool warned; iterations mode (about a second per run) a larger one.
+    assert check_rdma_pairs_scale({"acceptance": {"rdma_pairs": {"mode": "all", "duration": 20}}}, members(100))
+    assert not check_rdma_pairs_scale({"acceptance": {"rdma_pairs": {"mode": "all", "iters": 5000}}}, members(400))
+    assert check_rdma_pairs_scale({"acceptance": {"rdma_pairs": {"mode": "rail"}}}, members(5000)) == []
+
+
+# --- agendas: each node runs its own rounds -------------------------------------------------------
+
+
+def test_agendas_give_each_node_its_rounds_in_order_with_its_side_and_partner():
+    rails = {n: [{"rail": 0, "device": "mlx5_0", "port": 1}] for n in "abcd"}
+    planned = rp.plan(rp.schedule(list("abcd"), "all"), rails, {n: f"10.0.0.{i}" for i, n in enumerate("abcd")})
+    agendas = rp.agendas(planned)
+    assert sorted(agendas) == list("abcd")
+    for node, entries in agendas.items():
+        # Every round once, in order, one pair per round; every other node once as partner.
+        assert [e["round"] for e in entries] == [1, 2, 3]
+        assert sorted(e["partner"] for e in entries) == sorted(set("abcd") - {node})
+        for e in entries:
+            assert node == e[e["side"]] and e["partner"] == e["client" if e["side"] == "server" else "server"]
+            assert (e.get("address") == f"10.0.0.{'abcd'.index(e['server'])}") == (e["side"] == "client")
+    # An odd pool: each node sits one round out (its bye), which its agenda leaves out.
+    odd = rp.agendas(rp.plan(rp.schedule(list("abc"), "all"), dict.fromkeys("abc", rails["a"])))
+    assert all(len(entries) == 2 for entries in odd.values())
+
+
+def test_consecutive_rounds_listen_on_different_port_banks():
+    rails = {n: [{"rail": r, "device": f"mlx5_{r}", "port": 1} for r in range(8)] for n in "abcdef"}
+    planned = rp.plan(rp.schedule(list("abcdef"), "all"), rails, port_count=128)
+    first = [[p["tcp_port"] for p in pair["ports"]] for rnd in planned for pair in rnd["pairs"][:1]]
+    # 8 rails: 16 banks of 8 ports in 18515-18642; five rounds in five banks.
+    assert first == [list(range(18515 + 8 * k, 18523 + 8 * k)) for k in range(5)]
+    assert max(p["tcp_port"] for rnd in planned for pair in rnd["pairs"] for p in pair["ports"]) <= 18642
+    # Behind one address, no port is used twice in the whole plan.
+    spread = rp.plan(rp.schedule(list("abcd"), "all"), rails, spread=True)
+    ports = [p["tcp_port"] for rnd in spread for pair in rnd["pairs"] for p in pair["ports"]]
+    assert len(ports) == len(set(ports)) == 48
+
+
+def _script(path, body: str) -> str:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_agenda_runs_its_rounds_in_order_absorbs_a_late_partner_and_fails_only_the_round_of_an_absent_one(tmp_path):
+    import threading
+    import time
+
+    from ansible_collections.gpufleet.cluster.plugins.modules import rdma_pairs_run
+
+    log, flag = tmp_path / "log", tmp_path / "partner-listening"
+    # Round 1: the partner's server listens only 1.5 s after the round began (a partner a round behind).
+    late = _script(
+        tmp_path / "late.sh",
+        f'echo "r1 $1" >>{log}; [ -e {flag} ] && {{ echo table; exit 0; }}\n'
+        'echo "Couldn\'t connect to 10.0.0.2:18515" >&2; exit 1\n',
+    )
+    # Round 2: the partner never comes.
+    never = _script(tmp_path / "never.sh", f'echo "r2 $1" >>{log}; echo "Couldn\'t connect to x:1" >&2; exit 1\n')
+    # Round 3: a server whose client never connects hangs: killed at its round's bound.
+    hang = _script(tmp_path / "hang.sh", f'echo "r3 $1" >>{log}; exec sleep 60\n')
+    # Round 4: runs although rounds 2 and 3 failed.
+    fine = _script(tmp_path / "fine.sh", f'echo "r4 $1" >>{log}; echo table\n')
+    rounds = [
+        {"round": 1, "side": "client", "partner": "b", "rails": [0], "cmds": [[late, "0"]]},
+        {"round": 2, "side": "client", "partner": "c", "rails": [0, 1], "cmds": [[never, "0"], [never, "1"]]},
+        {"round": 3, "side": "server", "partner": "d", "rails": [0], "cmds": [[hang, "0"]]},
+        {"round": 4, "side": "server", "partner": "e", "rails": [0], "cmds": [[fine, "0"]]},
+    ]
+    threading.Timer(1.5, flag.touch).start()
+    run = str(tmp_path / "runs" / "pool-a")
+    started = time.monotonic()
+    info = rdma_pairs_run.start_agenda(run, rounds, timeout=2, connect_wait=3)
+    assert time.monotonic() - started < 1.5  # returns at once: the agenda goes on detached
+    # The whole budget: rounds x (connect wait + timeout + 5) + 5.
+    assert info == {"budget": 4 * (3 + 2 + 5) + 5, "rounds": 4}
+    out = rdma_pairs_run.collect_agenda(run)
+    elapsed = time.monotonic() - started
+    # Round 1 about 1.5 s, round 2 its 3 s connect wait, round 3 killed at 2 + 3 s, round 4 at once.
+    assert 9 < elapsed < 20, elapsed
+    assert [r["round"] for r in out] == [1, 2, 3, 4] and [r["partner"] for r in out] == list("bcde")
+    r1, r2, r3, r4 = (r["results"] for r in out)
+    assert r1[0]["rc"] == 0 and r1[0]["stdout"].strip() == "table"  # the late partner was met
+    assert [x["rc"] for x in r2] == [1, 1] and all("Couldn't connect" in x["stderr"] for x in r2)
+    assert r3[0]["timed_out"] and r3[0]["rc"] == 124
+    assert r4[0]["rc"] == 0 and not r4[0]["timed_out"]
+    # Each round began after the previous one had ended: the log holds them in order.
+    seen = [line.split()[0] for line in log.read_text().splitlines()]
+    assert seen == sorted(seen) and seen[0] == "r1" and seen[-1] == "r4" and seen.count("r1") >= 2
+    assert not os.path.exists(run)
+    with pytest.raises(OSError, match="no agenda was started"):
+        rdma_pairs_run.collect_agenda(run)
+
+
+def test_agenda_waits_for_the_common_start_and_collect_stops_at_its_budget(tmp_path):
+    import time
+
+    from ansible_collections.gpufleet.cluster.plugins.modules import rdma_pairs_run
+
+    log = tmp_path / "log"
+    stamp = _script(tmp_path / "stamp.sh", f"echo $(date +%s.%N) $$ >>{log}; exec sleep 30\n")
+    rounds = [
+        {"round": 1, "side": "server", "partner": "b", "rails": [0], "cmds": [[stamp]]},
+        {"round": 2, "side": "client", "partner": "c", "rails": [0], "cmds": [[stamp]]},
+    ]
+    run = str(tmp_path / "pool-a")
+    begin = time.time() + 2
+    info = rdma_pairs_run.start_agenda(run, rounds, timeout=20, connect_wait=5, begin_at=begin)
+    assert info["budget"] >= 2 * (20 + 5 + 5) + 5 + 1  # the wait for the common start is in the budget
+    # The collect gives up at the budget (here shortened) and kills what still runs.
+    meta = os.path.join(run, "agenda.json")
+    with open(meta, encoding="utf-8") as fh:
+        data = json.load(fh)
+    data["budget"] = 3
+    with open(meta, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    out = rdma_pairs_run.collect_agenda(run, grace=0)
+    assert time.time() - begin < 5
+    stamped, pid = log.read_text().split()
+    assert float(stamped) >= begin - 1  # round 1 began at the common start, not before
+    # Nothing of the agenda is left running: its rail, in a process group of timeout(1)'s, was killed too.
+    time.sleep(0.3)
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            state = fh.read().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("Z", "X", "gone")
+    first, second = (r["results"][0] for r in out)
+    assert first["rc"] is None and first["timed_out"]  # killed with its agenda
+    assert second["rc"] is None and not second["timed_out"] and "did not reach this round" in second["reason"]
+    # The judge reads both as failures, never as a pass.
+    assert rp.measure(first)["status"] == rp.measure(second)["status"] == "failed"
+
+
+def test_three_agendas_meet_over_tcp_with_the_double_though_one_node_starts_late(tmp_path):
+    import time
+
+    from ansible_collections.gpufleet.cluster.plugins.modules import rdma_pairs_run
+
+    nodes = {"a": "h100-hgx-healthy", "b": "h100-slow-rail", "c": "h100-hgx-healthy"}
+    rails = {n: [{"rail": r, "device": f"mlx5_{r * 4}", "port": 1} for r in range(2)] for n in nodes}
+    planned = rp.plan(
+        rp.schedule(list(nodes), "all"), rails, dict.fromkeys(nodes, "127.0.0.1"), base_port=free_port(), spread=True
+    )
+    settings = {"size": "1M", "duration": 5}
+    runs = []
+    for delay, node in zip((0, 0, 2), nodes, strict=True):  # c begins its agenda 2 s after the others
+        time.sleep(delay)
+        wrap = ["env", f"GPUFLEET_HW_PROFILE={profile_path(nodes[node])}", "GPUFLEET_DOUBLE_IB_SECONDS=0"]
+        wrap += ["GPUFLEET_DOUBLE_IB_CONNECT_WAIT=0.5", "GPUFLEET_DOUBLE_IB_SERVER_WAIT=20", sys.executable, DOUBLE]
+        rounds = [
+            {
+                **{k: e[k] for k in ("round", "side", "partner", "server", "client")},
+                "rails": [p["rail"] for p in e["ports"]],
+                "cmds": [wrap + rp.argv("x", e["side"], p, settings, e.get("address"))[1:] for p in e["ports"]],
+            }
+            for e in rp.agendas(planned)[node]
+        ]
+        run = str(tmp_path / node)
+        rdma_pairs_run.start_agenda(run, rounds, timeout=20, connect_wait=10)
+        runs.append(run)
+    collected = [{"rounds": rdma_pairs_run.collect_agenda(run)} for run in runs]
+    from ansible_collections.gpufleet.cluster.plugins.filter.rdma_pairs import rdma_pairs_runs
+
+    plan = {"rounds": planned, "floor_gbit": 360, "floor_how": "test", "pool": "p"}
+    record = rdma_pairs_judge(rdma_pairs_runs(collected), plan)
+    # Three pairs x two rails, each measured from both ends' profiles; b's mlx5_4 is its slow port.
+    assert len(record["pairs"]) == 6 and {p["status"] for p in record["pairs"]} == {"measured"}
+    assert [(v["code"], v["host"]) for v in record["violations"]] == [("RDMA_PORT_SLOW", "b")]

@@ -211,21 +211,34 @@ def plan(
     base_port: int = BASE_TCP_PORT,
     gpudirect: bool = False,
     spread: bool = False,
+    port_count: int | None = None,
 ) -> list[dict]:
     """Each round: ``{round, pairs: [{server, client, ports: [...]}], skipped: [...]}``.
 
     The first node of a pair is the server (ib_write_bw without an address: it waits), the second
     the client (it writes to the server's address). Rail r's server listens on TCP port base_port + r
     (a node is in one pair per round); ``spread`` gives every rail of the round its own port from
-    base_port up instead, for nodes that share one address (a test bed on one machine). A rail
+    base_port up instead, for nodes that share one address (a test bed on one machine); those ports
+    are never reused by a later round. A rail
     only one of the two nodes has is listed in ``skipped`` (the hardware gate names the missing
     port); a pair where either node has no rail at all is skipped whole.
+
+    ``port_count``: the TCP ports open from base_port up (the firewall role's firewall_perftest_ports,
+    128). Each node runs its own agenda of rounds (modules/rdma_pairs_run.py), so two partners may be
+    a round or more apart: a client of round k must not meet its partner's server of an earlier round,
+    still waiting for that round's client on the same port. With ``port_count``, consecutive rounds
+    listen in consecutive banks of ports (round k on base_port + ((k - 1) mod banks) x stride + r,
+    stride the pool's rail count, banks = port_count // stride: 16 banks for 8 rails), so that only
+    partners a whole multiple of the banks apart could meet on a port.
     """
     addresses = addresses or {}
+    stride = 1 + max((int(r["rail"]) for rs in rails.values() for r in rs or []), default=0)
+    banks = max(1, int(port_count) // stride) if port_count else 1
     out = []
+    tcp = base_port
     for index, rnd in enumerate(rounds, start=1):
         pairs, skipped = [], []
-        tcp = base_port
+        bank = base_port + ((index - 1) % banks) * stride
         for server, client in rnd:
             mine = {int(r["rail"]): r for r in rails.get(server) or []}
             theirs = {int(r["rail"]): r for r in rails.get(client) or []}
@@ -242,7 +255,7 @@ def plan(
                 ports.append(
                     {
                         "rail": rail,
-                        "tcp_port": (tcp - 1) if spread else base_port + rail,
+                        "tcp_port": (tcp - 1) if spread else bank + rail,
                         "server_device": s["device"],
                         "server_ib_port": s.get("port", 1),
                         "server_gpu": s.get("gpu") if gpudirect else None,
@@ -256,6 +269,33 @@ def plan(
                     {"server": server, "client": client, "address": addresses.get(server) or server, "ports": ports}
                 )
         out.append({"round": index, "pairs": pairs, "skipped": skipped})
+    return out
+
+
+def agendas(rounds: Sequence[Mapping]) -> dict[str, list[dict]]:
+    """``{node: [{round, side, partner, server, client, address, ports}]}``: each node's rounds of the
+    plan in order, its side in each (a round where it has no pair, its bye, is left out); the client's
+    ``address`` is its server's. Each node runs its agenda itself (modules/rdma_pairs_run.py)."""
+    out: dict[str, list[dict]] = {}
+    for rnd in rounds:
+        for pair in rnd.get("pairs") or []:
+            for side, node, partner in (
+                ("server", pair["server"], pair["client"]),
+                ("client", pair["client"], pair["server"]),
+            ):
+                entry = {
+                    "round": rnd["round"],
+                    "side": side,
+                    "partner": partner,
+                    "server": pair["server"],
+                    "client": pair["client"],
+                    "ports": pair["ports"],
+                }
+                if side == "client":
+                    entry["address"] = pair.get("address") or pair["server"]
+                out.setdefault(node, []).append(entry)
+    for entries in out.values():
+        entries.sort(key=lambda e: e["round"])
     return out
 
 

@@ -110,30 +110,42 @@ def check_link_errors(acc_cfg: Mapping) -> list[dict]:
     return out
 
 
-# Above this many nodes a pool's `all` schedule is refused with a warning: N-1 rounds of N/2 pairs, each
-# pair four module calls dispatched one after another from the first controller (roles/acceptance
-# tasks/rdma_pairs_round.yml), so the dispatch grows with N squared (32 nodes: 31 rounds, 1,984 calls).
-RDMA_PAIRS_ALL_MAX_NODES = 32
+# Above this estimate of its wall time a pool's `all` schedule is warned about. The first controller's
+# dispatch is two calls per node whatever the mode (each node runs its own agenda of rounds, roles/
+# acceptance/tasks/rdma_pairs_agendas.yml); the rounds take the time: N-1 of them (N for an odd N),
+# each the brief's duration plus about 3 s of QP exchange and CUDA setup (docs/nccl-acceptance.md,
+# "Duration on real hardware"): 256 nodes, 255 rounds of 8 s, about 34 minutes.
+RDMA_PAIRS_ALL_MAX_SECONDS = 30 * 60
+RDMA_PAIRS_ROUND_SETUP_SECONDS = 3
+
+
+def rdma_pairs_all_seconds(nodes: int, rule: Mapping) -> int:
+    """The estimated wall time of the ``all`` schedule on ``nodes`` nodes, in seconds."""
+    rounds = nodes - 1 if nodes % 2 == 0 else nodes
+    run = 1 if rule.get("iters") else int(rule.get("duration") or 5)  # -n 5000 x 1 MiB: well under a second
+    return max(rounds, 0) * (run + RDMA_PAIRS_ROUND_SETUP_SECONDS)
 
 
 def check_rdma_pairs_scale(brief: dict, members: Iterable) -> list[dict]:
-    """``ACCEPT_RDMA_PAIRS_ALL_LARGE`` for each pool whose inventory group holds more nodes than the
-    ``all`` schedule is meant for (``members``: the groups' PoolHosts, preflight/groups.py)."""
+    """``ACCEPT_RDMA_PAIRS_ALL_LONG`` for each pool whose inventory group is large enough that the ``all``
+    schedule's rounds would take more than RDMA_PAIRS_ALL_MAX_SECONDS (``members``: the groups'
+    PoolHosts, preflight/groups.py)."""
     rule = (brief.get("acceptance") or {}).get("rdma_pairs") or {}
     if not isinstance(rule, Mapping) or rule.get("mode") != "all":
         return []
     out: list[dict] = []
     for member in members:
         n = len(member.hosts)
-        if n > RDMA_PAIRS_ALL_MAX_NODES:
-            rounds = n - 1 if n % 2 == 0 else n
+        seconds = rdma_pairs_all_seconds(n, rule)
+        if seconds > RDMA_PAIRS_ALL_MAX_SECONDS:
             out.append(
                 make(
-                    "ACCEPT_RDMA_PAIRS_ALL_LARGE",
+                    "ACCEPT_RDMA_PAIRS_ALL_LONG",
                     "acceptance.rdma_pairs.mode",
-                    limit=RDMA_PAIRS_ALL_MAX_NODES,
-                    rounds=rounds,
-                    calls=rounds * (n // 2) * 4,
+                    limit=RDMA_PAIRS_ALL_MAX_SECONDS // 60,
+                    rounds=n - 1 if n % 2 == 0 else n,
+                    per_round=seconds // max(n - 1 if n % 2 == 0 else n, 1),
+                    minutes=round(seconds / 60),
                     nodes=n,
                     pool=member.pool.label,
                 )

@@ -139,7 +139,7 @@ def check(brief: Any, groups: Any, hostvars: Any) -> list[dict]:
     out.extend(check_fabric(clean, catalogue))
     out.extend(check_hosts(clean, groups, hostvars, pools, networks))
     out.extend(check_acceptance(clean, catalogue))
-    out.extend(check_rdma_pairs_scale(clean, pools.members))  # all mode on a large pool
+    out.extend(check_rdma_pairs_scale(clean, pools.members))  # all mode whose rounds take too long
     out.extend(check_firmware(clean))
     out.extend(check_collectives(clean, catalogue))  # acceptance.collectives (all_gather, alltoall)
     out.extend(check_launcher(clean, hostvars, pools.controllers))
