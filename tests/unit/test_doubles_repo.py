@@ -7,9 +7,10 @@ listing per row. These tests build the repositories, read their Packages indexes
 check each stand-in: a name the matrix does not list for that OS and component (a Ubuntu or RHEL
 name, a name from memory) or a version no cited row gives fails here. And the roles' pins, rendered
 from their variables, resolve against that repository to exactly one version each: a role that
-spelled a revision by rule (-1, -1+cuda<minor>) would find nothing, as the repository's strings are
-the vendor's irregular ones. The Ubuntu test doubles' hosts get a repository of their own (cuda-ubuntu/,
-NVIDIA's Ubuntu layout): the same checks against the matrix's Ubuntu rows.
+spelled a revision by rule (-1+cuda<minor>, Ubuntu's -0ubuntu1) would find nothing, as the repository's
+strings are the vendor's irregular ones. The Ubuntu test doubles' hosts get a repository of their own
+(cuda-ubuntu/, NVIDIA's Ubuntu layout): the same checks against the matrix's Ubuntu rows, and the
+driver's versions from the Ubuntu rows of the table (Debian's tree carries Debian's -1).
 """
 
 from __future__ import annotations
@@ -55,10 +56,12 @@ def context(component: str, version: str) -> dict[str, str]:
     return {}
 
 
-def cited(component: str, version: str, name: str) -> set[str]:
-    """The package versions the PUBLISHED rows give a stand-in of this component and release."""
+def cited(component: str, version: str, name: str, os: str) -> set[str]:
+    """The package versions the PUBLISHED rows give a stand-in of this component and release on ``os``
+    (a row keyed with a repository layout holds for that layout's OSes only)."""
     kind = "gds" if component == "cuda" and name.startswith("nvidia-gds-") else component
-    return {p.version for key, p in mp.PUBLISHED.items() if key[0] == kind and key[1] == version}
+    rows = [(key, p) for key, p in mp.PUBLISHED.items() if key[0] == kind and key[1] == version]
+    return {p.version for key, p in rows if key[-1] not in mp.LAYOUTS or key[-1] == mp.layout(os)}
 
 
 def matrix_problems(entries, os: str) -> list[str]:
@@ -74,7 +77,7 @@ def matrix_problems(entries, os: str) -> list[str]:
                 names.update([value] if isinstance(value, str) else value)
         if name not in names:
             problems.append(f"{os}: {name} is not a {component} package the matrix lists ({sorted(names)})")
-        wanted = cited(component, version, name)
+        wanted = cited(component, version, name, os)
         if package_version not in wanted:
             problems.append(
                 f"{os}: {name} {package_version}: no cited listing spells {component} {version} so {wanted}"
@@ -123,7 +126,10 @@ def test_every_stand_in_is_a_name_and_version_the_matrix_lists(os):
         # A version spelled by rule rather than read from a listing.
         (("nccl", "2.26.2", "libnccl2", "2.26.2-1+cuda12.8"), "no cited listing"),
         (("fabricmanager", "570.133.20", "nvidia-fabricmanager-570", "570.133.20-0ubuntu1"), "no cited listing"),
-        (("driver", "570.133.20", "nvidia-driver-cuda", "570.133.20-1"), "no cited listing"),
+        # NVIDIA's Debian repository gives the driver Debian's -1, never Ubuntu's revision.
+        (("driver", "570.133.20", "nvidia-driver-cuda", "570.133.20-0ubuntu1"), "no cited listing"),
+        (("driver", "570.148.08", "nvidia-driver-cuda", "570.148.08-1ubuntu1"), "no cited listing"),
+        (("driver", "570.133.20", "nvidia-driver-cuda", "570.133.20-1"), None),
         (("doca-ofed", "2.10.0", "doca-ofed", "2.10.0-1"), "no cited listing"),
         # NVIDIA's Debian repository drops the branch from the fabric manager's name from 580 on.
         (("fabricmanager", "580.95.05", "nvidia-fabricmanager-580", "580.95.05-1"), "not a fabricmanager package"),
@@ -142,6 +148,25 @@ def test_the_check_names_a_stand_in_the_vendor_does_not_ship(entry, why):
         assert problems and why in problems[0], problems
 
 
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        # A revision computed by rule (Debian's -1, or the suffix of another release) on Ubuntu.
+        (("driver", "570.133.20", "nvidia-driver-570-open", "570.133.20-1"), "no cited listing"),
+        (("driver", "570.133.20", "nvidia-driver-570-open", "570.133.20-1ubuntu1"), "no cited listing"),
+        (("driver", "570.148.08", "nvidia-driver-570-open", "570.148.08-0ubuntu1"), "no cited listing"),
+        (("driver", "570.133.20", "nvidia-driver-570-open", "570.133.20-0ubuntu1"), None),
+        (("fabricmanager", "570.133.20", "libnvidia-nscq-570", "570.133.20-1"), None),
+    ],
+)
+def test_the_check_names_an_ubuntu_revision_the_vendor_does_not_publish(entry, why):
+    problems = matrix_problems([entry], "ubuntu2404")
+    if why is None:
+        assert problems == []
+    else:
+        assert problems and why in problems[0], problems
+
+
 def test_the_generator_script_prints_what_build_repo_evals():
     """The bash assignments carry the generator's names and versions (one spot-check per component)."""
     out = subprocess.run(
@@ -154,7 +179,7 @@ def test_the_generator_script_prints_what_build_repo_evals():
     lines = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert lines == [
         f"{vm.value('fabricmanager', 'packages', 'debian12', version=pinned)[0]}="
-        f"{mp.PUBLISHED[('fabricmanager', pinned)].version}",
+        f"{mp.PUBLISHED[('fabricmanager', pinned, 'debian')].version}",
         f"{vm.value('nccl', 'packages', 'debian12')[0]}="
         f"{mp.PUBLISHED[('nccl', mp.NCCL_VERSIONS[0], mp.NCCL_CUDA)].version}",
         vm.value("dcgm", "packages", "debian12", version=mp.DCGM_VERSIONS[0], cuda=mp.DCGM_CUDA)[0],
@@ -168,16 +193,23 @@ def test_every_cited_version_names_its_source():
 
 
 def test_the_stand_ins_carry_the_vendors_irregularities():
-    """What no rule gives: the driver's revision changes between releases, the fabric manager's differs from
-    the driver's, the pinned NCCL is a re-spin (-2) beside a build for another CUDA minor, DOCA carries a
-    build number. A role spelling <release>-1 (or -1+cuda<minor>) finds none of the pinned ones."""
+    """What no rule gives: on Ubuntu the driver's revision changes between releases and the fabric
+    manager's differs from the driver's (a role spelling <release>-0ubuntu1, or Debian's -1, finds
+    neither driver); the pinned NCCL is a re-spin (-2) beside a build for another CUDA minor, DOCA carries
+    a build number. NVIDIA's Debian repository gives its driver packages Debian's plain -1, and so does
+    the Debian tree."""
     offered: dict[str, set[str]] = {}
     for p in mp.packages():
         offered.setdefault(p.name, set()).add(p.package_version)
+    ubuntu: dict[str, set[str]] = {}
+    for p in mp.ubuntu_packages():
+        ubuntu.setdefault(p.name, set()).add(p.package_version)
     driver = mp.DRIVER_VERSIONS[0]
-    assert {v.split("-", 1)[1] for v in offered["nvidia-driver-cuda"]} == {"0ubuntu1", "1ubuntu1"}
-    assert offered["nvidia-fabricmanager-570"].isdisjoint(offered["nvidia-driver-cuda"])
-    assert f"{driver}-1" not in offered["nvidia-driver-cuda"]
+    assert {v.split("-", 1)[1] for v in ubuntu["nvidia-driver-570-open"]} == {"0ubuntu1", "1ubuntu1"}
+    assert ubuntu["nvidia-fabricmanager-570"].isdisjoint(ubuntu["nvidia-driver-570-open"])
+    assert f"{driver}-1" not in ubuntu["nvidia-driver-570-open"]
+    for name in ("nvidia-driver-cuda", "libcuda1", "nvidia-smi", "nvidia-persistenced", "nvidia-fabricmanager-570"):
+        assert offered[name] == {f"{v}-1" for v in mp.DRIVER_VERSIONS}, name
     nccl = mp.NCCL_VERSIONS[0]
     assert f"{nccl}-1+cuda{mp.NCCL_CUDA}" not in offered["libnccl2"]
     assert len([v for v in offered["libnccl2"] if v.startswith(f"{nccl}-")]) == 2  # two CUDA builds
@@ -229,8 +261,9 @@ def test_every_roles_pin_resolves_to_exactly_one_stand_in():
         for name in names:
             resolved[name] = pkg_resolve.pick(name, offered.get(name, []), release, contains)
     # The irregular ones: no rule gives these, the repository does.
-    assert resolved["nvidia-driver-cuda"] == mp.PUBLISHED[("driver", mp.DRIVER_VERSIONS[0])].version
-    assert resolved["nvidia-fabricmanager-570"] == mp.PUBLISHED[("fabricmanager", mp.DRIVER_VERSIONS[0])].version
+    assert resolved["nvidia-driver-cuda"] == mp.PUBLISHED[("driver", mp.DRIVER_VERSIONS[0], "debian")].version
+    fabricmanager = mp.PUBLISHED[("fabricmanager", mp.DRIVER_VERSIONS[0], "debian")].version
+    assert resolved["nvidia-fabricmanager-570"] == fabricmanager
     assert resolved["libnccl2"] == mp.PUBLISHED[("nccl", mp.NCCL_VERSIONS[0], mp.NCCL_CUDA)].version
     assert resolved["datacenter-gpu-manager-4-core"] == mp.PUBLISHED[("dcgm", mp.DCGM_VERSIONS[0])].version
 
@@ -253,6 +286,8 @@ def test_no_debian_driver_name_in_the_ubuntu_repository_nor_the_reverse():
     assert ubuntu & debian == {"nvidia-persistenced", "nvidia-fabricmanager-570"}
     assert matrix_problems([("driver", "570.133.20", "nvidia-driver-cuda", "570.133.20-0ubuntu1")], "ubuntu2404")
     assert matrix_problems([("driver", "570.133.20", "libcuda1", "570.133.20-0ubuntu1")], "ubuntu2204")
+    # Each tree's revisions are its layout's own: Debian's -1 is no Ubuntu driver's version.
+    assert matrix_problems([("driver", "570.133.20", "nvidia-utils-570", "570.133.20-1")], "ubuntu2204")
 
 
 def test_every_roles_pin_resolves_to_exactly_one_stand_in_on_ubuntu():
@@ -266,8 +301,9 @@ def test_every_roles_pin_resolves_to_exactly_one_stand_in_on_ubuntu():
             continue  # the container toolkit's own repository (libnvidia-container/), shared with Debian
         for name in names:
             resolved[name] = pkg_resolve.pick(name, offered.get(name, []), release, contains)
-    driver = mp.PUBLISHED[("driver", mp.DRIVER_VERSIONS[0])].version
-    fabricmanager = mp.PUBLISHED[("fabricmanager", mp.DRIVER_VERSIONS[0])].version
+    driver = mp.PUBLISHED[("driver", mp.DRIVER_VERSIONS[0], "ubuntu")].version
+    fabricmanager = mp.PUBLISHED[("fabricmanager", mp.DRIVER_VERSIONS[0], "ubuntu")].version
+    assert driver != fabricmanager
     assert {n: resolved[n] for n in ("nvidia-driver-570-open", "nvidia-dkms-570-open", "nvidia-persistenced")} == {
         "nvidia-driver-570-open": driver,
         "nvidia-dkms-570-open": driver,

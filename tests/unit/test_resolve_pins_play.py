@@ -127,10 +127,12 @@ def test_every_role_installs_the_version_the_repository_offers(site):
             resolved |= result["resolved"]
     published = mp.PUBLISHED
     driver, cuda, nccl = "570.133.20", "12.8.1", "2.26.2"
-    # The irregular ones: Ubuntu-style driver revision, the fabric manager's own, the NCCL re-spin.
-    assert resolved["nvidia-driver-cuda"] == published[("driver", driver)].version == "570.133.20-0ubuntu1"
-    assert resolved["nvidia-persistenced"] == published[("driver", driver)].version
-    assert resolved["nvidia-fabricmanager-570"] == published[("fabricmanager", driver)].version == "570.133.20-1"
+    # The driver at the revision NVIDIA's Debian repository gives it (cited), the NCCL re-spin.
+    assert resolved["nvidia-driver-cuda"] == published[("driver", driver, "debian")].version == "570.133.20-1"
+    assert resolved["nvidia-persistenced"] == published[("driver", driver, "debian")].version
+    assert (
+        resolved["nvidia-fabricmanager-570"] == published[("fabricmanager", driver, "debian")].version == "570.133.20-1"
+    )
     assert resolved["cuda-toolkit-12-8"] == published[("cuda", cuda)].version
     assert resolved["libnccl2"] == resolved["libnccl-dev"] == published[("nccl", nccl, "12.8")].version
     assert resolved["datacenter-gpu-manager-4-core"] == published[("dcgm", "4.2.3")].version
@@ -155,3 +157,32 @@ def test_an_exact_version_set_in_the_inventory_is_asked_for_as_given(site):
     proc = run(site, "--check", roles=["nccl"], nccl_package_version="2.26.2-1+cuda12.4")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert ["apt-cache", "show", "libnccl2=2.26.2-1+cuda12.4", "libnccl-dev=2.26.2-1+cuda12.4"] in calls(site)
+
+
+def test_the_driver_role_on_ubuntu_installs_the_ubuntu_trees_revisions(site):
+    """On an Ubuntu 24.04 host against the Ubuntu tree (cuda-ubuntu/): the driver's revision follows the
+    release (-0ubuntu1 for the pin, -1ubuntu1 for the newer one) and the fabric manager's is -1; none is
+    Debian's -1 the Debian tree carries, so a role that spelled either layout's revision by rule would
+    ask this repository for a version it does not have."""
+    repo: dict[str, list[str]] = {}
+    for p in mp.ubuntu_packages():
+        repo.setdefault(p.name, []).append(p.package_version)
+    (site / "repo.json").write_text(json.dumps(repo))
+    ubuntu = {
+        "os_family": "Debian",
+        "distribution": "Ubuntu",
+        "distribution_major_version": "24",
+        "distribution_version": "24.04",
+        "distribution_release": "noble",
+        "architecture": "x86_64",
+    }
+    proc = run(site, "--check", roles=["nvidia_driver"], ansible_facts=ubuntu)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    resolved: dict[str, str] = {}
+    for _name, _host, result in task_results(json.loads(proc.stdout)):
+        resolved |= result.get("resolved", {})
+    driver = "570.133.20"
+    ubuntu_driver = mp.PUBLISHED[("driver", driver, "ubuntu")].version
+    assert ubuntu_driver == "570.133.20-0ubuntu1" != mp.PUBLISHED[("driver", driver, "debian")].version
+    assert resolved["nvidia-driver-570-open"] == resolved["nvidia-persistenced"] == ubuntu_driver
+    assert resolved["nvidia-fabricmanager-570"] == mp.PUBLISHED[("fabricmanager", driver, "ubuntu")].version

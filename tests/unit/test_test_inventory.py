@@ -109,3 +109,46 @@ def test_a_lab_file_that_no_longer_matches_stops_the_generator(monkeypatch, tmp_
         assert "hosts.yml" in str(exc)
     else:
         raise AssertionError("an inventory without lab-* hosts must not be mapped")
+
+
+def test_the_scenarios_ubuntu_node_is_its_own_override_not_the_labs():
+    """ci-gpu02 runs the Ubuntu 22.04 test double, served by the doubles' Ubuntu repository; the lab's
+    lab-gpu02 keeps the lab's settings (Debian, cuda/)."""
+    ci = _yaml("molecule", "cluster", "inventory", "host_vars", "ci-gpu02.yml")
+    lab = _yaml("inventories", "lab", "host_vars", "lab-gpu02.yml")
+    assert ci["nvidia_driver_repo_url"] == "file:///srv/gpufleet-doubles-repo/cuda-ubuntu/"
+    assert ci["rdma_network_renderer"] == "networkd"
+    assert {k: v for k, v in ci.items() if k in lab} == lab
+    assert "nvidia_driver_repo_url" not in lab
+    images = {p["name"]: p["image"] for p in _yaml("molecule", "cluster", "molecule.yml")["platforms"]}
+    assert images.pop("ci-gpu02") == "localhost/gpufleet-testhost:ubuntu2204-double"
+    assert all(not i.endswith("-double") for i in images.values()), images
+    lab_images = {p["image"] for p in _yaml("molecule", "lab", "molecule.yml")["platforms"]}
+    assert all(not i.endswith("-double") for i in lab_images), lab_images
+    # netplan's rendering is read on a Debian node (netplan apply needs udev, which no container runs).
+    plays = [p for p in _yaml("molecule", "cluster", "verify_netplan.yml") if "hosts" in p]
+    gpu_lab = list(_yaml("molecule", "cluster", "inventory", "hosts.yml")["all"]["children"]["gpu_lab"]["hosts"])
+    assert plays[0]["hosts"] == "gpu_lab[0]" and gpu_lab[0] == "ci-gpu01"
+
+
+def test_an_override_that_changes_the_lab_or_names_no_lab_host_stops_the_generator(monkeypatch, tmp_path):
+    gen = _gen()
+    overrides = tmp_path / "overrides"
+    overrides.mkdir()
+    monkeypatch.setattr(gen, "OVERRIDES", str(overrides))
+    (overrides / "ci-gpu02.yml").write_text("ansible_connection: local\n")
+    try:
+        gen.files()
+    except gen.MappingError as exc:
+        assert "ci-gpu02.yml: sets ansible_connection" in str(exc)
+    else:
+        raise AssertionError("an override of a variable the lab sets must stop the generator")
+    (overrides / "ci-gpu02.yml").write_text("extra_var: 1\n")
+    assert gen.files()["host_vars/ci-gpu02.yml"].endswith("not the lab:\nextra_var: 1\n")
+    (overrides / "ci-gpu09.yml").write_text("extra_var: 1\n")
+    try:
+        gen.files()
+    except gen.MappingError as exc:
+        assert "ci-gpu09.yml: no such host in the lab" in str(exc)
+    else:
+        raise AssertionError("an override of a host the lab does not have must stop the generator")

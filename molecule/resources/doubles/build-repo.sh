@@ -24,9 +24,10 @@
 # cited listing (PUBLISHED), both through matrix_packages.py, which also holds the
 # versions built: a double cannot carry a name the matrix does not list for Debian
 # 12 / 13, nor a version no listing shows (tests/unit/test_doubles_repo.py builds the
-# repository and checks it). The versions keep the vendor's irregularities (revisions
-# that follow the release, a re-spin, a build number), so a role that spells a
-# version by rule instead of resolving it from the repository installs nothing. Their programs are stand-ins
+# repository and checks it). The versions keep the vendor's irregularities (in cuda-ubuntu/,
+# driver revisions that follow the release; a re-spin, a build number; cuda/'s driver carries
+# Debian's plain -1, as NVIDIA's Debian repository does), so a role that spells a version by
+# rule instead of resolving it from the repository installs nothing. Their programs are stand-ins
 # (stack/bin) answering from /etc/gpufleet-doubles/hw-profile.json.
 # Needs dpkg-deb, apt-ftparchive (apt-utils), gpg, a C compiler and python3.
 # Rebuilds only when its inputs changed.

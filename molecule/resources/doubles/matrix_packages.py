@@ -8,14 +8,18 @@ both, so both must answer the same; and, for the Ubuntu test doubles' hosts, Ubu
 24.04 in a repository of their own, whose driver and fabric manager packages carry Ubuntu's
 names). The version strings do not come from a rule: each is copied
 from a listing, a file name or a public pin of NVIDIA's (PUBLISHED, one source per row), so the
-doubles' repository carries the vendor's irregularities (a revision that follows the release, not
-the branch; the fabric manager's revision differing from the driver's; one release built for
-several CUDA minors; a re-spun build; a build number in place of a revision) and a role that spells
-a version by rule instead of asking the repository installs nothing here.
+doubles' repository carries the vendor's irregularities (in the Ubuntu layout, a driver revision
+that follows the release, not the branch, and a fabric manager's revision differing from the
+driver's; in the Debian layout, Debian's plain -1; one release built for several CUDA minors; a
+re-spun build; a build number in place of a revision) and a role that spells a version by rule
+instead of asking the repository installs nothing here.
 
-    matrix_packages.py            print bash assignments for build-repo.sh to eval
-    matrix_packages.py --rhel9    print the RHEL 9 stand-ins, one per line, for build-rpm-repo.sh
-    import matrix_packages        packages() for the unit test that checks the built repository
+    matrix_packages.py              print bash assignments for build-repo.sh to eval
+    matrix_packages.py --rhel9      print the RHEL 9 stand-ins, one per line, for build-rpm-repo.sh
+    matrix_packages.py --published  print the stand-ins' driver releases and the cited version strings
+                                    as JSON, for the scenarios' checks (driver_releases; published:
+                                    "<component>/<release>[/<CUDA minor>][/<layout>]" -> version)
+    import matrix_packages          packages() for the unit test that checks the built repository
 
 The versions below are the test bed's choice (the lab's pins first, then a newer release that
 must never be picked up).
@@ -23,6 +27,7 @@ must never be picked up).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -57,6 +62,18 @@ _CUDA_UBU2404 = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu
 _CUDA_DEB12 = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
 _NCCL_DOWNLOAD = "https://developer.nvidia.com/nccl/nccl-download"
 _NCCL_LEGACY = "https://developer.nvidia.com/nccl/nccl-legacy-downloads"
+# A public Debian live-image build that installs NVIDIA's driver from repos/debian12/x86_64/ and pins it.
+_NEURALDRIVE_ARCHIVES = (
+    "https://github.com/Rightbracket/NeuralDrive/blob/main/docs/dev-guide/src/build/archive-sources.md"
+)
+# The repository layouts the doubles build (cuda/: Debian's, cuda-ubuntu/: Ubuntu's); rows whose
+# version string differs between them carry the layout as their last key element.
+LAYOUTS = ("debian", "ubuntu")
+
+
+def layout(os_: str) -> str:
+    """The repository layout a matrix OS key is served from."""
+    return "ubuntu" if os_.startswith("ubuntu") else "debian"
 
 
 class Published(NamedTuple):
@@ -69,19 +86,47 @@ class Published(NamedTuple):
 
 # (component, upstream release[, CUDA minor]) -> the package version the stand-in carries.
 PUBLISHED: dict[tuple[str, ...], Published] = {
-    # The driver's revision follows the release, not the branch: NVIDIA's Ubuntu 24.04 repository lists
-    # 570.133.20-0ubuntu1 and then 570.148.08-1ubuntu1 (vendor matrix, driver package rows). The
-    # stand-in carries these, not Debian's regular -1, so that a role spelling a revision fails.
-    ("driver", "570.133.20"): Published(
+    # The driver and the fabric manager, per repository layout (the last key element): NVIDIA's Debian
+    # repositories (debian12, debian13) give every driver package the Debian revision -1; its Ubuntu
+    # ones a revision that follows the release, not the branch. The Debian tree (cuda/) carries the
+    # former, the Ubuntu tree (cuda-ubuntu/) the latter, so that a role spelling an Ubuntu revision by
+    # rule installs nothing on the Ubuntu test doubles' hosts.
+    ("driver", "570.133.20", "debian"): Published(
+        "570.133.20-1",
+        _NEURALDRIVE_ARCHIVES,
+        "a bookworm image pins NVIDIA's debian12 repository's driver packages (nvidia-driver-cuda, "
+        "nvidia-kernel-dkms) at 570.133.20-1",
+    ),
+    ("driver", "570.148.08", "debian"): Published(
+        "570.148.08-1",
+        _NEURALDRIVE_ARCHIVES,
+        "the same page names 570.148.08 as the next 570 release of NVIDIA's debian12 repository; its -1 not "
+        "read as such: the revision every driver package there carries (debian12 libnvidia-encode1_550.54.15-1, "
+        "https://github.com/keylase/nvidia-patch/pull/773)",
+    ),
+    # NVIDIA's Ubuntu 24.04 repository lists 570.133.20-0ubuntu1 and then 570.148.08-1ubuntu1 (vendor
+    # matrix, driver package rows).
+    ("driver", "570.133.20", "ubuntu"): Published(
         "570.133.20-0ubuntu1", _CUDA_UBU2404, "pinned publicly as nvidia-driver-570-open=570.133.20-0ubuntu1"
     ),
-    ("driver", "570.148.08"): Published(
+    ("driver", "570.148.08", "ubuntu"): Published(
         "570.148.08-1ubuntu1", _CUDA_UBU2404, "pinned publicly as nvidia-open-570=570.148.08-1ubuntu1"
     ),
-    # The fabric manager's revision is not the driver's: -1 beside the driver's -0ubuntu1 (public install
-    # scripts fetch nvidia-fabricmanager_<release>-1 from NVIDIA's repositories).
-    ("fabricmanager", "570.133.20"): Published("570.133.20-1", _CUDA_DEB12, "nvidia-fabricmanager-570_570.133.20-1"),
-    ("fabricmanager", "570.148.08"): Published("570.148.08-1", _CUDA_DEB12, "nvidia-fabricmanager-570_570.148.08-1"),
+    # The fabric manager's revision is -1 in both layouts: on Ubuntu it differs from the driver's
+    # (public install scripts pin nvidia-fabricmanager-570=570.133.20-1 and libnvidia-nscq-570=570.133.20-1
+    # beside the driver's -0ubuntu1 packages from NVIDIA's Ubuntu repository).
+    ("fabricmanager", "570.133.20", "debian"): Published(
+        "570.133.20-1", _CUDA_DEB12, "nvidia-fabricmanager-570_570.133.20-1"
+    ),
+    ("fabricmanager", "570.148.08", "debian"): Published(
+        "570.148.08-1", _CUDA_DEB12, "nvidia-fabricmanager-570_570.148.08-1"
+    ),
+    ("fabricmanager", "570.133.20", "ubuntu"): Published(
+        "570.133.20-1", _CUDA_UBU2404, "nvidia-fabricmanager-570=570.133.20-1 beside driver 570.133.20-0ubuntu1"
+    ),
+    ("fabricmanager", "570.148.08", "ubuntu"): Published(
+        "570.148.08-1", _CUDA_UBU2404, "nvidia-fabricmanager-570_570.148.08-1"
+    ),
     ("cuda", "12.8.0"): Published("12.8.0-1", _CUDA_DEB12, "cuda-toolkit-12-8_12.8.0-1 (public install scripts)"),
     ("cuda", "12.8.1"): Published("12.8.1-1", _CUDA_DEB12, "cuda-toolkit-12-8=12.8.1-1 (public install scripts)"),
     ("cuda", "12.9.1"): Published("12.9.1-1", _CUDA_DEB12, "cuda-toolkit-12-9=12.9.1-1 (public install scripts)"),
@@ -198,7 +243,7 @@ def driver(version: str) -> dict[str, object]:
     (persistenced,) = _same_on_every_os("driver", "persistenced_packages", version)
     (fabricmanager,) = _same_on_every_os("fabricmanager", "packages", version)
     return {
-        "version": published("driver", version),
+        "version": published("driver", version, "debian"),
         "driver": open_[0],
         "kmod_open": open_[1],
         "kmod_proprietary": proprietary[1],
@@ -206,7 +251,7 @@ def driver(version: str) -> dict[str, object]:
         "smi": smi,
         "persistenced": persistenced,
         "fabricmanager": fabricmanager,
-        "fabricmanager_version": published("fabricmanager", version),
+        "fabricmanager_version": published("fabricmanager", version, "debian"),
     }
 
 
@@ -223,7 +268,7 @@ def ubuntu_driver(version: str) -> dict[str, object]:
     (persistenced,) = _same_on_every_os("driver", "persistenced_packages", version, oses=UBUNTU_OSES)
     fabricmanager, nscq = _same_on_every_os("fabricmanager", "packages", version, oses=UBUNTU_OSES)
     return {
-        "version": published("driver", version),
+        "version": published("driver", version, "ubuntu"),
         "driver_open": open_[0],
         "dkms_open": open_[1],
         "driver_proprietary": proprietary[0],
@@ -233,7 +278,7 @@ def ubuntu_driver(version: str) -> dict[str, object]:
         "persistenced": persistenced,
         "fabricmanager": fabricmanager,
         "nscq": nscq,
-        "fabricmanager_version": published("fabricmanager", version),
+        "fabricmanager_version": published("fabricmanager", version, "ubuntu"),
     }
 
 
@@ -445,5 +490,17 @@ def _bash() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _published_json() -> str:
+    """The driver releases built (the pinned one first) and every cited version string, for the
+    scenarios' checks, which compare what a host installed with what the repository carries."""
+    table = {"/".join(key): row.version for key, row in PUBLISHED.items()}
+    return json.dumps({"driver_releases": list(DRIVER_VERSIONS), "layouts": list(LAYOUTS), "published": table})
+
+
 if __name__ == "__main__":
-    sys.stdout.write(_rhel9_table() if sys.argv[1:] == ["--rhel9"] else _bash())
+    if sys.argv[1:] == ["--rhel9"]:
+        sys.stdout.write(_rhel9_table())
+    elif sys.argv[1:] == ["--published"]:
+        sys.stdout.write(_published_json() + "\n")
+    else:
+        sys.stdout.write(_bash())
