@@ -44,7 +44,7 @@ FORMATS = {
 }
 _VBIOS_RE = re.compile(r"[0-9A-Fa-f]{2}(\.[0-9A-Fa-f]{2}){4}")
 _DOTTED_RE = re.compile(r"\d+(\.\d+)+")
-_TODO = {
+_REMEDY = {
     "vbios": "flash the GPU with the VBIOS of its peers (the system vendor's firmware bundle, nvfwupd / nvflash) "
     "and reboot",
     "nic": "burn the NIC's firmware to its peers' (`mlxfwmanager --online -u` or flint with the vendor's image), "
@@ -209,7 +209,7 @@ def check_node(host: str, facts: dict, brief: dict | None, pool: dict | None) ->
                         "HW_FIRMWARE_MIXED",
                         FIELDS[kind],
                         f"{LABELS[kind]} differs inside this node: {listing}; the majority is {ref} "
-                        f"({n} of {len(mine)}): {_TODO[kind]}",
+                        f"({n} of {len(mine)}): {_REMEDY[kind]}",
                         host,
                     )
                 )
@@ -319,7 +319,7 @@ def check_pool(facts_by_host: dict, brief: dict | None = None, pool: dict | None
                     if strict:
                         message = (
                             f"{_what(kind, names)} is {version} here, {n_ref} of {len(rep)} nodes in "
-                            f"{pool_name} have {ref} (the majority): {_TODO[kind]}"
+                            f"{pool_name} have {ref} (the majority): {_REMEDY[kind]}"
                         )
                         sev = ERROR
                     else:
