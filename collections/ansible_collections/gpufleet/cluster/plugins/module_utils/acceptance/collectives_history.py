@@ -60,7 +60,9 @@ def summary(records: Sequence[Mapping] | None) -> str | None:
         bad = errors([r])
         busbw = r.get("busbw")
         measured = f"{busbw:.1f} GB/s" if isinstance(busbw, (int, float)) else "no busbw"
-        text = f"{r['collective']} {'failed' if bad else 'passed'} ({measured}, floor {r.get('floor_gbps')})"
+        floor = r.get("floor_gbps")
+        floor = f"{floor:g}" if isinstance(floor, (int, float)) else floor
+        text = f"{r['collective']} {'failed' if bad else 'passed'} ({measured}, floor {floor})"
         if bad:
             text += ": " + ", ".join(dict.fromkeys(str(v.get("code")) for v in bad))
         parts.append(text)
