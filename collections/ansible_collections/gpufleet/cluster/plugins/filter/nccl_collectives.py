@@ -20,7 +20,8 @@ description:
     specs, skipped ones left out), parsed and judged as all_reduce's are (the same failure rules), each with
     C(collective); its violations name the collective in C(collective), C(field) and the message. Arguments
     C(specs), C(scope) (C(single-node) or C(multi-node)), C(host), C(nodes), C(pool).
-  - C(nccl_collectives_summary) - a node's collective run records (C(nccl_collective_records)'s) in a few words,
+  - >-
+    C(nccl_collectives_summary) - a node's collective run records (C(nccl_collective_records)'s) in a few words,
     each collective passed or failed with its busbw, floor and error codes
     (C(all_gather passed (412.3 GB/s, floor 380); alltoall failed (250.1 GB/s, floor 300): NCCL_BUSBW_BELOW_FLOOR));
     none without any. The remediate role keeps it beside a node's re-acceptance result.
