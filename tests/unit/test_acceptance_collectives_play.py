@@ -27,6 +27,7 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.report
     build_report,
     render_markdown,
 )
+from ansible_collections.gpufleet.cluster.plugins.module_utils.ops.drift import remediation_markdown  # noqa: E402
 
 DOUBLES = ROOT / "molecule/resources/doubles/bin"
 PROFILES = ROOT / "molecule/resources/profiles"
@@ -54,6 +55,37 @@ NODE_PLAY = """- name: Phase 1, as node.yml runs it
         content: >-
           {{ {'node': _acceptance_node, 'single': _acceptance_single,
               'collectives': _acceptance_collective_singles} | to_json }}
+        dest: "{{ out }}/{{ inventory_hostname }}.json"
+        mode: "0644"
+"""
+
+# A node's re-acceptance as the remediate role runs it (roles/remediate/tasks/main.yml): acceptance's
+# node.yml, then the remediate role's judge of it.
+REMEDIATE_PLAY = """- name: A node's re-acceptance, as the remediate role runs it
+  hosts: gpu_lab
+  gather_facts: false
+  vars:
+    gpufleet_brief: "{{ lookup('file', brief) | from_yaml | combine(extra_brief, recursive=true) }}"
+    gpufleet_pool: {name: h100-lab}
+  tasks:
+    - name: The result so far, as the remediate role starts it
+      ansible.builtin.set_fact:
+        _remediate_result: {outcome: unreachable, acceptance: null}
+
+    - name: Single-node acceptance
+      ansible.builtin.include_role:
+        name: acceptance
+        tasks_from: node
+
+    - name: Judge it
+      ansible.builtin.include_role:
+        name: remediate
+        tasks_from: judge_acceptance
+
+    - name: Keep the judged result
+      ansible.builtin.copy:
+        content: >-
+          {{ {'result': _remediate_result, 'errors': _remediate_acceptance_errors} | to_json }}
         dest: "{{ out }}/{{ inventory_hostname }}.json"
         mode: "0644"
 """
@@ -127,7 +159,7 @@ def wrapper(tmp_path: Path, node: str, program: str, profile: Path) -> Path:
     return path
 
 
-def run_nodes(tmp_path: Path, nodes: dict[str, Path], extra_brief: dict) -> dict:
+def run_nodes(tmp_path: Path, nodes: dict[str, Path], extra_brief: dict, play: str = NODE_PLAY) -> dict:
     hosts = []
     for node, profile in nodes.items():
         ag = wrapper(tmp_path, node, "all_gather_perf", profile)
@@ -138,7 +170,7 @@ def run_nodes(tmp_path: Path, nodes: dict[str, Path], extra_brief: dict) -> dict
         + ", ".join(hosts)
         + "}\n"
     )
-    (tmp_path / "play.yml").write_text(NODE_PLAY)
+    (tmp_path / "play.yml").write_text(play)
     out = tmp_path / "out"
     out.mkdir()
     stubs = tmp_path / "bin"
@@ -205,6 +237,40 @@ def test_each_node_runs_the_gated_collectives_alone_and_a_slow_one_is_named(tmp_
 def test_no_floor_runs_no_other_collective(tmp_path):
     recorded = run_nodes(tmp_path, {"gpu01": PROFILES / "h100-hgx-healthy.json"}, {})
     assert recorded["gpu01"]["collectives"] == []
+
+
+def test_the_remediate_re_acceptance_fails_a_node_on_its_collectives_and_keeps_their_verdict(tmp_path):
+    # gpu02's alltoall inside the node is slow (250 GB/s against a floor of 300); its all_reduce passes.
+    slow = json.loads((PROFILES / "h100-hgx-healthy.json").read_text())
+    slow["collectives"] = {"alltoall": {"busbw_gbps": 250}}
+    (tmp_path / "slow.json").write_text(json.dumps(slow))
+    floors = {"alltoall": {"single_node_busbw_gbps": 300}, "all_gather": {"single_node_busbw_gbps": 380}}
+    recorded = run_nodes(
+        tmp_path,
+        {"gpu01": PROFILES / "h100-hgx-healthy.json", "gpu02": tmp_path / "slow.json"},
+        {"acceptance": {"collectives": floors}},
+        play=REMEDIATE_PLAY,
+    )
+    healthy, slow_node = recorded["gpu01"], recorded["gpu02"]
+    assert healthy["result"]["acceptance"] == "pass" and healthy["errors"] == []
+    assert healthy["result"]["collectives"].startswith("all_gather passed (")
+    assert "alltoall passed (" in healthy["result"]["collectives"]
+    # The slow alltoall alone fails the node's re-acceptance, and its verdict names it.
+    assert slow_node["result"]["acceptance"] == "fail"
+    assert [(v["code"], v.get("collective")) for v in slow_node["errors"]] == [("NCCL_BUSBW_BELOW_FLOOR", "alltoall")]
+    assert "all_gather passed (" in slow_node["result"]["collectives"]
+    assert "alltoall failed (" in slow_node["result"]["collectives"]
+    assert slow_node["result"]["collectives"].endswith("floor 300): NCCL_BUSBW_BELOW_FLOOR")
+    # The remediation report's table shows it beside the acceptance result.
+    md = remediation_markdown({"cluster": "lab", "nodes": {h: r["result"] for h, r in recorded.items()}})
+    row = next(line for line in md.splitlines() if line.startswith("| gpu02 |"))
+    assert "fail (collectives: all_gather passed (" in row and "NCCL_BUSBW_BELOW_FLOOR" in row
+
+
+def test_without_a_floor_the_remediate_judge_keeps_no_collectives(tmp_path):
+    recorded = run_nodes(tmp_path, {"gpu01": PROFILES / "h100-hgx-healthy.json"}, {}, play=REMEDIATE_PLAY)
+    assert recorded["gpu01"]["result"]["acceptance"] == "pass"
+    assert "collectives" not in recorded["gpu01"]["result"]
 
 
 def run_pool(tmp_path: Path, nodes: dict[str, str], extra_brief: dict) -> tuple[dict, list[str]]:

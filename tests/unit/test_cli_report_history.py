@@ -130,3 +130,39 @@ def test_a_missing_or_misplaced_node_is_a_usage_error(capsys, tmp_path, argv, me
     with pytest.raises(SystemExit) as exc:
         cli(capsys, *[a.format(dir=tmp_path) for a in argv], "--dir", str(tmp_path))
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_history_shows_the_collectives_beyond_all_reduce_where_a_run_measured_them(capsys, tmp_path):
+    path = store(tmp_path)
+    history.append(
+        path,
+        [
+            {
+                "time": "2026-12-05T10:00:00Z",
+                "run": "20261205T100000Z",
+                "kind": "acceptance",
+                "host": "gpu01",
+                "pool": "h100",
+                "verdict": "pass",
+                "figures": {"single_node_busbw": 444.0, "all_gather_busbw": 412.5, "alltoall_busbw": 320.0},
+            },
+            {
+                "time": "2026-12-06T10:00:00Z",
+                "run": "20261206T100000Z",
+                "kind": "acceptance",
+                "host": "gpu01",
+                "pool": "h100",
+                "verdict": "fail",
+                "figures": {"single_node_busbw": 443.0, "all_gather_busbw": 410.0, "alltoall_busbw": 250.0},
+            },
+        ],
+    )
+    rc, out, err = cli(capsys, "history", "gpu01", "--dir", str(tmp_path))
+    assert rc == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("| time"))
+    assert "| all_gather_busbw | alltoall_busbw |" in header
+    assert "alltoall_busbw: 320 → 250 GB/s since 2026-12-05 — DEGRADED" in out
+    assert "all_gather_busbw: 412.5 → 410 GB/s since 2026-12-05\n" in out
+    # A node whose runs measured no other collective has no such column.
+    rc, out, _ = cli(capsys, "history", "gpu02", "--dir", str(tmp_path))
+    assert rc == 0 and "all_gather_busbw" not in out and "alltoall_busbw" not in out

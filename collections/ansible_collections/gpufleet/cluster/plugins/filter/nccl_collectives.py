@@ -20,6 +20,11 @@ description:
     specs, skipped ones left out), parsed and judged as all_reduce's are (the same failure rules), each with
     C(collective); its violations name the collective in C(collective), C(field) and the message. Arguments
     C(specs), C(scope) (C(single-node) or C(multi-node)), C(host), C(nodes), C(pool).
+  - >-
+    C(nccl_collectives_summary) - a node's collective run records (C(nccl_collective_records)'s) in a few words,
+    each collective passed or failed with its busbw, floor and error codes
+    (C(all_gather passed (412.3 GB/s, floor 380); alltoall failed (250.1 GB/s, floor 300): NCCL_BUSBW_BELOW_FLOOR));
+    none without any. The remediate role keeps it beside a node's re-acceptance result.
 options:
   _input:
     description: The topology brief.
@@ -52,7 +57,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import collectives
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import collectives, collectives_history
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.run import SpecError
 
 
@@ -78,9 +83,18 @@ def nccl_collective_records(results, specs, scope, host=None, nodes=None, pool=N
         raise AnsibleFilterError(f"nccl_collective_records: {exc}") from exc
 
 
+def nccl_collectives_summary(records):
+    if records is not None and not isinstance(records, (list, tuple)):
+        raise AnsibleFilterError(
+            f"nccl_collectives_summary: input must be nccl_collective_records' list, got {type(records).__name__}"
+        )
+    return collectives_history.summary(list(records or []))
+
+
 class FilterModule:
     def filters(self):
         return {
             "nccl_collective_specs": nccl_collective_specs,
             "nccl_collective_records": nccl_collective_records,
+            "nccl_collectives_summary": nccl_collectives_summary,
         }

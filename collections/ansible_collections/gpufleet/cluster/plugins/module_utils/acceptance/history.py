@@ -15,7 +15,8 @@ mid-write leaves at most a torn last line, which :func:`read` skips with a warni
      "link_errors": "clean (8 ports)"}     # acceptance records: its fabric ports' error counters
 
 Figures (the same names as the outlier rule's, acceptance_outliers.py, ``latency_us`` being the
-single-node run's time at the smallest size): higher is better, except ``latency_us`` and
+single-node run's time at the smallest size; ``all_gather_busbw`` / ``alltoall_busbw`` where the brief
+gates those collectives, collectives_history.py): higher is better, except ``latency_us`` and
 ``checkpoint_restore``. :func:`trends` sets each node's first acceptance figure beside its latest
 and flags (``NODE_DEGRADED``) a node worse by more than ``acceptance.history.max_degradation_pct``
 since its own first acceptance (docs/nccl-acceptance.md, "History").
@@ -34,6 +35,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 
+from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.collectives_history import (
+    node_figures as collective_figures,
+)
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance.link_errors import (
     history_summary as link_history,
 )
@@ -55,6 +59,9 @@ FIGURES = {
     "shared_read": ("shared file system read", "GB/s", True),
     "checkpoint_restore": ("checkpoint restore", "s", False),
     "rdma_port_min": ("weakest RDMA port (ib_write_bw)", "Gb/s", True),
+    # Single-node all_gather / alltoall where the brief gates them (acceptance/collectives_history.py).
+    "all_gather_busbw": ("single-node all_gather busbw", "GB/s", True),
+    "alltoall_busbw": ("single-node alltoall busbw", "GB/s", True),
 }
 # The Slurm node's Extra field and the Kubernetes label that carry the mark.
 SLURM_KEY = "accepted_until"
@@ -115,6 +122,7 @@ def acceptance_records(report: Mapping, accepted: Iterable[str], valid_days: int
     figures = node_figures(report.get("runs") or [], report.get("storage") or [])
     links = {r.get("host"): link_history(r) for r in report.get("link_errors") or [] if isinstance(r, Mapping)}
     figures["rdma_port_min"] = rdma_port_figures(report.get("rdma_pairs") or [])
+    figures.update(collective_figures(report.get("runs") or []))
     time = stamp_time(report.get("timestamp"))
     accepted = set(accepted)
     out = []

@@ -644,6 +644,20 @@ def drift_markdown(report: dict) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _acceptance_cell(node: dict):
+    """A remediated node's re-acceptance result, with what ran within it where the brief asks: the GPU
+    diagnostics (dcgmi diag) and the collectives beyond all_reduce (all_gather, alltoall)."""
+    within = [
+        text
+        for text in (
+            f"GPU diagnostics {node['dcgm_diag']}" if node.get("dcgm_diag") else None,
+            f"collectives: {node['collectives']}" if node.get("collectives") else None,
+        )
+        if text
+    ]
+    return f"{node.get('acceptance')} ({'; '.join(within)})" if within else node.get("acceptance")
+
+
 def remediation_markdown(report: dict) -> str:
     """The remediation report (built by playbooks/remediate.yml) as Markdown."""
     if not isinstance(report, dict) or not isinstance(report.get("nodes"), dict):
@@ -695,10 +709,7 @@ def remediation_markdown(report: dict) -> str:
                 node.get("outcome"),
                 node.get("rebooted"),
                 node.get("gate"),
-                # GPU diagnostics (dcgmi diag) run within the single-node acceptance where the brief asks.
-                f"{node.get('acceptance')} (GPU diagnostics {node['dcgm_diag']})"
-                if node.get("dcgm_diag")
-                else node.get("acceptance"),
+                _acceptance_cell(node),
                 node.get("reason"),
             ]
         )
