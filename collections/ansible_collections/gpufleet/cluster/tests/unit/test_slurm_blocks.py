@@ -92,7 +92,7 @@ def test_preflight_names_nodes_without_a_rack_and_racks_that_do_not_fit_a_domain
         ("SLURM_BLOCK_NO_RACK", "error", h, "rack") for h in gb[19:38]
     ]
     assert ("SLURM_BLOCK_RACK_OVERFULL", "error", None, "rack (r01)") in found
-    assert ("SLURM_BLOCK_RACK_PARTIAL", "warning", None, "rack (r02)") in found
+    assert ("SLURM_BLOCK_RACK_PARTIAL", "error", None, "rack (r02)") in found
     over = next(v for v in out if v["code"] == "SLURM_BLOCK_RACK_OVERFULL")
     assert "expected at most 18 nodes in rack r01" in over["message"] and "found 19" in over["message"]
     assert "72 GPUs / 4 per node" in over["message"]

@@ -407,10 +407,13 @@ _ROWS: tuple[tuple, ...] = (
     ),
     (
         "SLURM_BLOCK_RACK_PARTIAL",
-        WARNING,
+        ERROR,
         "groups",
-        "a rack with fewer nodes than its NVLink domain: a job asking for a whole block cannot run there",
-        "expected {size} nodes in rack {rack} (a whole NVLink domain, {pool}), found {n}",
+        "a rack with fewer nodes than its NVLink domain: its block is smaller than `BlockSizes`, and Slurm's "
+        "slurmctld (24.11) refuses to start on it (`Block configuration ... children count lower than "
+        "bblock_node_cnt`)",
+        "expected {size} nodes in rack {rack} (a whole NVLink domain, {pool}; slurmctld refuses a smaller block), "
+        "found {n}",
     ),
     # --- hosts
     (
