@@ -8,9 +8,9 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # Scenarios (run side by side by scripts/molecule_all). Each is a few lines over
 # .config/molecule/config.yml.
-SCENARIOS ?= gpu_stack cluster
-# Debian suites whose test-host images the scenarios use.
-SUITES ?= bookworm trixie ubuntu2204-double ubuntu2404-double
+SCENARIOS ?= gpu_stack cluster rocky
+# The test-host images the scenarios use (Debian suites and the Ubuntu and Rocky doubles over them).
+SUITES ?= bookworm trixie ubuntu2204-double ubuntu2404-double rocky9-double
 
 .PHONY: help venv lock test-latest testbed lint unit test test-fast molecule bench lab lab-down lab-status clean
 

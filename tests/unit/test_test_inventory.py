@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -68,18 +69,37 @@ def test_same_cluster_other_names_addresses_and_cluster_name():
     assert ci_brief == lab_brief
 
 
+def _scenarios() -> list[str]:
+    """Every Molecule scenario: each folder of molecule/ with a molecule.yml."""
+    base = os.path.join(ROOT, "molecule")
+    return sorted(d for d in os.listdir(base) if os.path.isfile(os.path.join(base, d, "molecule.yml")))
+
+
 def test_the_scenarios_share_no_container_network_or_address():
+    import ipaddress
+
     def platforms(scenario):
         return _yaml("molecule", scenario, "molecule.yml")["platforms"]
 
+    scenarios = _scenarios()
+    assert {"lab", "cluster", "gpu_stack", "rocky"} <= set(scenarios)
+    pinned = _yaml("molecule", "resources", "vars", "networks.yml")["pinned_networks"]
     seen: dict[str, str] = {}
-    for scenario in ("lab", "cluster", "gpu_stack"):
+    for scenario in scenarios:
         for p in platforms(scenario):
             for key in (p["name"], p["ip"]):
                 assert key not in seen, f"{key} in both {seen[key]} and {scenario}"
                 seen[key] = scenario
-    nets = {s: {p["network"] for p in platforms(s)} for s in ("lab", "cluster", "gpu_stack")}
-    assert nets["lab"].isdisjoint(nets["cluster"]) and nets["lab"].isdisjoint(nets["gpu_stack"])
+            # On a pinned network (create.yml refuses any other), at an address in its subnet.
+            assert p["network"] in pinned, f"{scenario}: {p['name']} on unpinned network {p['network']}"
+            if "{{" not in pinned[p["network"]]:
+                assert ipaddress.ip_address(p["ip"]) in ipaddress.ip_network(pinned[p["network"]]), p["name"]
+    nets = {s: {p["network"] for p in platforms(s)} for s in scenarios}
+    for i, a in enumerate(scenarios):
+        for b in scenarios[i + 1 :]:
+            assert nets[a].isdisjoint(nets[b]), (a, b, nets[a] & nets[b])
+    fixed = [ipaddress.ip_network(v) for v in pinned.values() if "{{" not in v]
+    assert all(not x.overlaps(y) for i, x in enumerate(fixed) for y in fixed[i + 1 :]), fixed
     # Each platform's address is the one its inventory names.
     ci = _hosts(_yaml("molecule", "cluster", "inventory", "hosts.yml"))
     assert {p["name"]: p["ip"] for p in platforms("cluster")} == {h: v["ansible_host"] for h, v in ci.items()}
@@ -94,6 +114,23 @@ def test_the_lab_command_drives_the_lab_scenario_which_no_test_runs():
     with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as fh:
         scenarios = next(line for line in fh if line.startswith("SCENARIOS ?="))
     assert "lab" not in scenarios.split("=", 1)[1].split()
+
+
+def test_make_test_runs_every_scenario_but_the_lab_on_images_it_builds():
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+
+    def words(var):
+        return next(line for line in lines if line.startswith(f"{var} ?=")).split("=", 1)[1].split()
+
+    assert sorted(words("SCENARIOS")) == sorted(s for s in _scenarios() if s != "lab")
+    # Each image a scenario's platform names is one scripts/testbed builds for make test.
+    prefix = "localhost/gpufleet-testhost:"
+    images = {p["image"] for s in _scenarios() for p in _yaml("molecule", s, "molecule.yml")["platforms"] if s != "lab"}
+    assert all(i.startswith(prefix) for i in images), images
+    # ${GPUFLEET_TEST_SUITE:-bookworm} is its default when CI runs it (the variable unset).
+    tags = {re.sub(r"^\$\{[A-Z_]+:-([^}]*)\}$", r"\1", i.removeprefix(prefix)) for i in images}
+    assert "rocky9-double" in tags and tags <= set(words("SUITES")), tags
 
 
 def test_a_lab_file_that_no_longer_matches_stops_the_generator(monkeypatch, tmp_path):
