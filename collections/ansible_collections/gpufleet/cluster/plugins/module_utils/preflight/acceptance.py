@@ -28,6 +28,45 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.preflight.codes i
 LAUNCHERS = {"srun": "slurm", "mpirun": None, "mpijob": "kubernetes"}
 
 
+def floor_limit_violations(
+    pool: Pool, speed: Any, single: Any, single_field: str, multi: Any, multi_field: str
+) -> list[dict]:
+    """A busbw floor above what the hardware can reach: ``single`` against the accelerator's NVLink figure
+    in one node, ``multi`` against the pool's NICs x link speed / 8 across nodes. nccl-tests normalises
+    every collective's busbw to the link bandwidth, so all_reduce's, all_gather's and alltoall's floors
+    (acceptance/collectives.py) share these limits; each violation names its own field."""
+    acc, topo, spec = pool.acc, pool.topo, pool.spec
+    out: list[dict] = []
+    ceiling = single_node_ceiling_gbps(acc, topo)
+    if single is not None and spec.get("gpus_per_node", 0) >= 2 and single > ceiling:
+        out.append(
+            make(
+                "ACCEPT_SINGLE_NODE_ABOVE_LIMIT",
+                single_field,
+                ceiling=ceiling,
+                acc=acc.key,
+                topology=topo.name if topo else "this topology",
+                pool=pool.label,
+                floor=single,
+            )
+        )
+    nics = spec.get("nics_per_node", 0)
+    m_ceiling = multi_node_ceiling_gbps(nics, speed, acc, topo)
+    if multi is not None and m_ceiling is not None and multi > m_ceiling:
+        how = f"{nics} NICs x {speed:g} Gb/s / 8" if nics and speed else "no fabric NICs"
+        out.append(
+            make(
+                "ACCEPT_MULTI_NODE_ABOVE_LIMIT",
+                multi_field,
+                ceiling=m_ceiling,
+                how=how,
+                pool=pool.label,
+                floor=multi,
+            )
+        )
+    return out
+
+
 def check_acceptance(brief: dict, pools: Iterable[Pool]) -> list[dict]:
     out: list[dict] = []
     acc_cfg = brief["acceptance"]
@@ -54,35 +93,14 @@ def check_acceptance(brief: dict, pools: Iterable[Pool]) -> list[dict]:
         if acc is None:
             continue
         floors = pool_floors(brief, spec, acc, topo, pool.index)
-        single = floors["single_node_busbw_gbps"]
-        ceiling = single_node_ceiling_gbps(acc, topo)
-        if single is not None and spec.get("gpus_per_node", 0) >= 2 and single > ceiling:
-            out.append(
-                make(
-                    "ACCEPT_SINGLE_NODE_ABOVE_LIMIT",
-                    floors["single_node_field"],
-                    ceiling=ceiling,
-                    acc=acc.key,
-                    topology=topo.name if topo else "this topology",
-                    pool=pool.label,
-                    floor=single,
-                )
-            )
-        multi = floors["multi_node_busbw_gbps"]
-        nics = spec.get("nics_per_node", 0)
-        m_ceiling = multi_node_ceiling_gbps(nics, speed, acc, topo)
-        if multi is not None and m_ceiling is not None and multi > m_ceiling:
-            how = f"{nics} NICs x {speed:g} Gb/s / 8" if nics and speed else "no fabric NICs"
-            out.append(
-                make(
-                    "ACCEPT_MULTI_NODE_ABOVE_LIMIT",
-                    floors["multi_node_field"],
-                    ceiling=m_ceiling,
-                    how=how,
-                    pool=pool.label,
-                    floor=multi,
-                )
-            )
+        out += floor_limit_violations(
+            pool,
+            speed,
+            floors["single_node_busbw_gbps"],
+            floors["single_node_field"],
+            floors["multi_node_busbw_gbps"],
+            floors["multi_node_field"],
+        )
     return out
 
 
@@ -330,6 +348,7 @@ __all__ = [
     "check_launcher",
     "check_rdma_pairs",
     "check_rdma_pairs_scale",
+    "floor_limit_violations",
     "literal",
     "multi_node_ceiling_gbps",
     "pool_floors",
