@@ -48,6 +48,24 @@ def ansible_env(stubs: Path | None = None, **extra: str) -> dict:
     )
 
 
+# The lab's brief turns every acceptance gate on; a play test of one part of the acceptance runs on
+# it without those it does not test (GPU diagnostics, the collectives' floors), which would look for
+# dcgmi and nccl-tests binaries this machine does not have. A test of a gate sets its own.
+LAB_BRIEF_GATES = ("dcgm_diag", "collectives")
+
+
+def lab_brief_without_gates(tmp_path: Path, gates: tuple[str, ...] = LAB_BRIEF_GATES) -> Path:
+    """A copy of inventories/lab/brief.yml under ``tmp_path`` without ``acceptance.<gate>`` for each gate."""
+    import yaml
+
+    brief = yaml.safe_load((ROOT / "inventories/lab/brief.yml").read_text(encoding="utf-8"))
+    for gate in gates:
+        brief["acceptance"].pop(gate, None)
+    path = tmp_path / "lab-brief-without-gates.yml"
+    path.write_text(yaml.safe_dump(brief, sort_keys=False), encoding="utf-8")
+    return path
+
+
 def run_lab_playbook(playbook: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     """ansible-playbook -i inventories/lab ARGS PLAYBOOK with the project's configuration, plain
     linear strategy, no colour and the lab brief; never raises on a failed run."""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import k8s_live
 import pytest
-from lab_playbook import ROOT, VENV_BIN, ansible_env
+from lab_playbook import VENV_BIN, ansible_env, lab_brief_without_gates
 from test_acceptance_bisect_play import DOUBLE, PLAYBOOK, PROFILES, inventory, overlap
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
@@ -58,7 +58,7 @@ def run(tmp_path: Path, cluster: k8s_live.LiveCluster, nodes: list[str], slow: s
     )
     extra = {
         "out": str(out),
-        "brief": str(ROOT / "inventories" / "lab" / "brief.yml"),
+        "brief": str(lab_brief_without_gates(tmp_path)),
         "acceptance_kubeconfig": str(cluster.kubeconfig),
         "acceptance_container_image": "nvcr.io/nvidia/pytorch:25.01-py3",
         "acceptance_all_reduce_perf": str(DOUBLE),

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lab_playbook import ROOT, SINFO_STUB, VENV_BIN, ansible_env
+from lab_playbook import ROOT, SINFO_STUB, VENV_BIN, ansible_env, lab_brief_without_gates
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -131,7 +131,7 @@ def run(tmp_path: Path, nodes: list[str], slow: str, *args: str) -> tuple[dict, 
     )
     extra = {
         "out": str(out),
-        "brief": str(ROOT / "inventories" / "lab" / "brief.yml"),
+        "brief": str(lab_brief_without_gates(tmp_path)),
         "acceptance_all_reduce_perf": str(DOUBLE),
         # A small sweep: the double prints one row per size.
         "acceptance_min_bytes": "1G",

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lab_playbook import ROOT, SINFO_STUB, VENV_BIN, ansible_env
+from lab_playbook import ROOT, SINFO_STUB, VENV_BIN, ansible_env, lab_brief_without_gates
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -31,7 +31,6 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.ops.drift import 
 
 DOUBLES = ROOT / "molecule/resources/doubles/bin"
 PROFILES = ROOT / "molecule/resources/profiles"
-BRIEF = ROOT / "inventories" / "lab" / "brief.yml"
 
 # A program named like the binary it plays (the double reads its own name), with this node's profile.
 WRAPPER = """#!/bin/sh
@@ -183,7 +182,7 @@ def run_nodes(tmp_path: Path, nodes: dict[str, Path], extra_brief: dict, play: s
     )
     extra = {
         "out": str(out),
-        "brief": str(BRIEF),
+        "brief": str(lab_brief_without_gates(tmp_path)),
         "extra_brief": extra_brief,
         "acceptance_all_reduce_perf": str(DOUBLES / "all_reduce_perf"),
         "acceptance_p2p": False,
@@ -305,7 +304,7 @@ def run_pool(tmp_path: Path, nodes: dict[str, str], extra_brief: dict) -> tuple[
     )
     extra = {
         "out": str(out),
-        "brief": str(BRIEF),
+        "brief": str(lab_brief_without_gates(tmp_path)),
         "extra_brief": extra_brief,
         "acceptance_all_reduce_perf": str(DOUBLES / "all_reduce_perf"),
         "acceptance_all_gather_perf": str(DOUBLES / "all_gather_perf"),

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from lab_playbook import LOCAL_POOL_INVENTORY, ROOT, SINFO_STUB, VENV_BIN, ansible_env
+from lab_playbook import LOCAL_POOL_INVENTORY, SINFO_STUB, VENV_BIN, ansible_env, lab_brief_without_gates
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -133,7 +133,7 @@ def run(
         ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
         ANSIBLE_PYTHON_INTERPRETER=str(VENV_BIN / "python"),
     )
-    extra = json.dumps({"slow": slow, "out": str(out), "brief": str(ROOT / "inventories" / "lab" / "brief.yml")})
+    extra = json.dumps({"slow": slow, "out": str(out), "brief": str(lab_brief_without_gates(tmp_path))})
     argv = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts.yml", "play.yml", "-e", extra, *args]
     proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

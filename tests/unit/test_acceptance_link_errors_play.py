@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lab_playbook import ROOT, SINFO_STUB, VENV_BIN, ansible_env
+from lab_playbook import ROOT, SINFO_STUB, VENV_BIN, ansible_env, lab_brief_without_gates
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -192,7 +192,7 @@ def run(
     )
     extra = {
         "out": str(out),
-        "brief": str(ROOT / "inventories" / "lab" / "brief.yml"),
+        "brief": str(lab_brief_without_gates(tmp_path)),
         "extra_brief": extra_brief or {},
         "acceptance_min_bytes": "1G",
     }

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lab_playbook import ROOT, VENV_BIN, ansible_env
+from lab_playbook import ROOT, VENV_BIN, ansible_env, lab_brief_without_gates
 
 pytestmark = pytest.mark.skipif(not (VENV_BIN / "ansible-playbook").exists(), reason="needs the project venv")
 
@@ -88,7 +88,7 @@ def run(tmp_path: Path, extra_brief: dict | None = None, **role_vars) -> dict:
     )
     extra = {
         "out": str(out),
-        "brief": str(ROOT / "inventories" / "lab" / "brief.yml"),
+        "brief": str(lab_brief_without_gates(tmp_path)),
         "extra_brief": extra_brief or {},
         "acceptance_all_reduce_perf": str(DOUBLES / "all_reduce_perf"),
         "acceptance_min_bytes": "1G",

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lab_playbook import ROOT, VENV_BIN, ansible_env
+from lab_playbook import ROOT, VENV_BIN, ansible_env, lab_brief_without_gates
 
 sys.path.insert(0, str(ROOT / "collections"))
 from ansible_collections.gpufleet.cluster.plugins.module_utils.acceptance import history
@@ -133,7 +133,7 @@ def run(
     env["ANSIBLE_STRATEGY"] = strategy
     extra = {
         "out": str(out),
-        "brief": str(ROOT / "inventories" / "lab" / "brief.yml"),
+        "brief": str(lab_brief_without_gates(tmp_path)),
         "extra_brief": extra_brief,
         "hw": hw,
         "acceptance_rdma_pairs_timeout": 40,
@@ -319,7 +319,7 @@ def test_a_readmitted_node_is_tested_against_a_healthy_neighbour(tmp_path):
     out.mkdir()
     extra = {
         "out": str(out),
-        "brief": str(ROOT / "inventories" / "lab" / "brief.yml"),
+        "brief": str(lab_brief_without_gates(tmp_path)),
         "extra_brief": {"acceptance": {"rdma_pairs": {"mode": "rail"}}},
         "hw": hw,
         "acceptance_rdma_pairs_timeout": 40,
