@@ -455,6 +455,39 @@ def test_lab_cluster_one_faulty_node(tmp_path):
     assert records["lab-gpu02"]["summary"]["rdma"] == "8/8 active"
 
 
+def test_the_acceptance_gates_profile_passes_the_gate_and_carries_each_gates_fault(tmp_path):
+    """h100-acceptance-gates-fail: the faults of the four acceptance-gate profiles, none the hardware gate's."""
+    brief, pool = brief_and_pool()
+    facts = facts_from_doubles("h100-acceptance-gates-fail", str(tmp_path))
+    assert facts["problems"] == []
+    assert hwgate.check_node("lab-gpu02", facts, brief, pool) == []
+    combined = load_profile("h100-acceptance-gates-fail")
+    singles = {
+        "dcgm_diag": "h100-dcgm-memory-fail",
+        "rdma_bw": "h100-slow-rail",
+        "link_errors": "h100-link-flapping",
+        "collectives": "h100-slow-alltoall",
+    }
+    for key, single in singles.items():
+        theirs = load_profile(single)[key]
+        if key == "dcgm_diag":
+            # The same GPU and test; the warning text names the profile that planted it.
+            strip = [{k: v for k, v in f.items() if k != "warning"} for f in theirs["fail"]]
+            assert [{k: v for k, v in f.items() if k != "warning"} for f in combined[key]["fail"]] == strip
+        else:
+            assert combined[key] == theirs, key
+    assert combined["fault"]["codes"] == [
+        "DCGM_DIAG_FAILED",
+        "RDMA_LINK_SLOW",
+        "LINK_ERRORS_GREW",
+        "NCCL_BUSBW_BELOW_FLOOR",
+    ]
+    healthy = load_profile("h100-hgx-healthy")
+    assert {k: v for k, v in combined.items() if k not in {*singles, "fault", "description"}} == {
+        k: v for k, v in healthy.items() if k not in {"fault", "description"}
+    }
+
+
 # --- filters
 
 
