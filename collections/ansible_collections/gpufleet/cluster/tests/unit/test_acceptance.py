@@ -397,6 +397,20 @@ def test_write_report_single_size_plot(tmp_path):
     assert len(paths["plots"]) == 1
 
 
+def test_write_report_plots_a_run_with_rows_of_size_0(tmp_path):
+    # all_gather / alltoall over 16 ranks from -b 8: the smallest sizes round down to 0 bytes a rank.
+    run = run_of("allreduce_2node_h200_roce_single_size_v2.17.txt")
+    row = dict(run["rows"][0])
+    run = dict(run, rows=[dict(row, size=0), dict(row, size=8), row])
+    report = rep.build_report(
+        "lab",
+        runs=[{"label": "all-nodes alltoall lab", "scope": "multi-node", "collective": "alltoall", "run": run}],
+        timestamp="t",
+    )
+    paths = rep.write_report(str(tmp_path), report)
+    assert len(paths["plots"]) == 1 and Path(paths["plots"][0]).read_bytes()[:4] == b"\x89PNG"
+
+
 def test_write_report_without_matplotlib(tmp_path, monkeypatch):
     import builtins
 

@@ -981,7 +981,11 @@ def plot_run(entry: dict, path: str) -> str:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    rows = sorted((entry.get("run") or {}).get("rows") or [], key=lambda r: r["size"])
+    # A log scale has no place for 0 bytes: all_gather and alltoall print rows of size 0 where a rank's
+    # share of a small message rounds down to nothing (8 bytes over 16 ranks); they are not drawn.
+    rows = sorted(
+        (r for r in (entry.get("run") or {}).get("rows") or [] if (r.get("size") or 0) > 0), key=lambda r: r["size"]
+    )
     fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
     try:
         sizes = [r["size"] for r in rows]
