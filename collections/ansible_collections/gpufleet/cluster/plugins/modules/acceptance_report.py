@@ -331,6 +331,8 @@ _RUN_KEYS = (
     "log",
     "p2p",
     "dcgm_diag",
+    # all_gather / alltoall (acceptance/collectives.py); absent: all_reduce.
+    "collective",
 )
 
 

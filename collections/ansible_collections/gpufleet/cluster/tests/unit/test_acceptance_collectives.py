@@ -372,6 +372,19 @@ def test_the_report_has_a_section_per_collective_and_its_failure_fails_the_verdi
     assert not [v for v in report["violations"] if v["code"] == "NCCL_OUTLIER"]
 
 
+def test_the_report_module_keeps_which_collective_each_run_is(tmp_path):
+    # The module hands build_report the runs as plan_logs leaves them (output moved to a log file):
+    # an alltoall run must stay alltoall there, or the report files it under all_reduce.
+    from ansible_collections.gpufleet.cluster.plugins.modules.acceptance_report import plan_logs
+
+    single, colls = _records(tmp_path)
+    runs, logs = plan_logs([{**single, "output": "all_reduce_perf output"}, *colls])
+    assert [r.get("collective") for r in runs] == [None, "alltoall"] and len(logs) == 2
+    report = build_report("lab", runs=runs, nodes=[{"host": "n1", "versions": {}}], brief=brief())
+    assert [e["collective"] for e in report["runs"]] == ["all_reduce", "alltoall"]
+    assert "### alltoall" in render_markdown(report)
+
+
 def test_without_collective_floors_the_report_has_no_such_section(tmp_path):
     single, _colls = _records(tmp_path)
     report = build_report("lab", runs=[single], nodes=[{"host": "n1", "versions": {}}])
