@@ -24,7 +24,8 @@ the repository and the matrix installs nothing here.
                                     as JSON, for the scenarios' checks (driver_releases: the branch
                                     the scenarios pin; next_branch_releases: the next branch's;
                                     published: "<component>/<release>[/<CUDA minor>][/<layout>]" ->
-                                    version; trees: <distro> -> the package names its tree offers)
+                                    version; trees: <distro> -> the package names its tree offers;
+                                    names: "<driver|fabricmanager>/<release>/<layout>" -> names)
     import matrix_packages          packages() for the unit test that checks the built repository
 
 The versions below are the test bed's choice (the lab's pins first, then a newer release that
@@ -562,6 +563,16 @@ def _published_json() -> str:
     scenarios' checks, which compare what a host installed with what the repository carries."""
     table = {"/".join(key): row.version for key, row in PUBLISHED.items()}
     trees = {os_: sorted({p.name for p in tree_packages(os_)}) for os_ in TREES}
+    # Per release and layout, the driver's and the fabric manager's package names (the matrix's).
+    names: dict[str, list[str]] = {}
+    for v in ALL_DRIVER_VERSIONS:
+        d, u = driver(v), ubuntu_driver(v)
+        names[f"driver/{v}/debian"] = [str(d[k]) for k in ("driver", "kmod_open", "libcuda", "smi", "persistenced")]
+        names[f"fabricmanager/{v}/debian"] = [str(d["fabricmanager"])]
+        names[f"driver/{v}/ubuntu"] = [str(u[k]) for k in ("driver_open", "dkms_open", "libcompute", "utils")] + [
+            str(u["persistenced"])
+        ]
+        names[f"fabricmanager/{v}/ubuntu"] = [str(u[k]) for k in _UBUNTU_FM_KEYS]
     return json.dumps(
         {
             "driver_releases": list(DRIVER_VERSIONS),
@@ -569,6 +580,7 @@ def _published_json() -> str:
             "layouts": list(LAYOUTS),
             "published": table,
             "trees": trees,
+            "names": names,
         }
     )
 
