@@ -25,7 +25,8 @@ the repository and the matrix installs nothing here.
                                     the scenarios pin; next_branch_releases: the next branch's;
                                     published: "<component>/<release>[/<CUDA minor>][/<layout>]" ->
                                     version; trees: <distro> -> the package names its tree offers;
-                                    names: "<driver|fabricmanager>/<release>/<layout>" -> names)
+                                    names: "<driver|driver-deps|fabricmanager>/<release>/<layout>"
+                                    -> names)
     import matrix_packages          packages() for the unit test that checks the built repository
 
 The versions below are the test bed's choice (the lab's pins first, then a newer release that
@@ -563,15 +564,17 @@ def _published_json() -> str:
     scenarios' checks, which compare what a host installed with what the repository carries."""
     table = {"/".join(key): row.version for key, row in PUBLISHED.items()}
     trees = {os_: sorted({p.name for p in tree_packages(os_)}) for os_ in TREES}
-    # Per release and layout, the driver's and the fabric manager's package names (the matrix's).
+    # Per release and layout, the package names (the matrix's): the driver's that the driver role
+    # installs and holds (driver, kernel modules, nvidia-persistenced), the ones they pull in
+    # (driver-deps: libcuda and nvidia-smi's packages), and the fabric manager's.
     names: dict[str, list[str]] = {}
     for v in ALL_DRIVER_VERSIONS:
         d, u = driver(v), ubuntu_driver(v)
-        names[f"driver/{v}/debian"] = [str(d[k]) for k in ("driver", "kmod_open", "libcuda", "smi", "persistenced")]
+        names[f"driver/{v}/debian"] = [str(d[k]) for k in ("driver", "kmod_open", "persistenced")]
+        names[f"driver-deps/{v}/debian"] = [str(d[k]) for k in ("libcuda", "smi")]
         names[f"fabricmanager/{v}/debian"] = [str(d["fabricmanager"])]
-        names[f"driver/{v}/ubuntu"] = [str(u[k]) for k in ("driver_open", "dkms_open", "libcompute", "utils")] + [
-            str(u["persistenced"])
-        ]
+        names[f"driver/{v}/ubuntu"] = [str(u[k]) for k in ("driver_open", "dkms_open", "persistenced")]
+        names[f"driver-deps/{v}/ubuntu"] = [str(u[k]) for k in ("libcompute", "utils")]
         names[f"fabricmanager/{v}/ubuntu"] = [str(u[k]) for k in _UBUNTU_FM_KEYS]
     return json.dumps(
         {
