@@ -8,9 +8,11 @@ check each stand-in: a name the matrix does not list for that OS and component (
 name, a name from memory) or a version no cited row gives fails here. And the roles' pins, rendered
 from their variables, resolve against that repository to exactly one version each: a role that
 spelled a revision by rule (-1+cuda<minor>, Ubuntu's -0ubuntu1) would find nothing, as the repository's
-strings are the vendor's irregular ones. The Ubuntu test doubles' hosts get a repository of their own
-(cuda-ubuntu/, NVIDIA's Ubuntu layout): the same checks against the matrix's Ubuntu rows, and the
-driver's versions from the Ubuntu rows of the table (Debian's tree carries Debian's -1).
+strings are the vendor's irregular ones. The Ubuntu test doubles' hosts get trees of their own
+(ubuntu2204/, ubuntu2404/, NVIDIA's Ubuntu layout): the same checks against the matrix's Ubuntu rows, and
+the driver's versions from the Ubuntu rows of the table (Debian's trees carry Debian's -1). The CUDA
+repository is one tree per OS (cuda/repos/<distro>/x86_64/), each offering what NVIDIA publishes there
+(no DCGM in debian13/), and it carries a release of the next driver branch whose packages are renamed.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from role_vars import ROOT, role_vars
 
 DOUBLES = ROOT / "molecule" / "resources" / "doubles"
 # The repositories standing in for NVIDIA's (the Kubernetes one stands in for pkgs.k8s.io).
-NVIDIA_REPOS = ("cuda", "libnvidia-container", "doca/*/*/x86_64")
+NVIDIA_REPOS = ("cuda/repos/*/x86_64", "libnvidia-container", "doca/*/*/x86_64")
 # Matrix keys whose values are package names (a name or a list of names).
 NAME_KEYS = ("packages", "packages.open", "packages.proprietary", "persistenced_packages", "dependencies")
 NAME_KEYS += ("gds_packages", "userspace_packages", "package")
@@ -208,8 +210,9 @@ def test_the_stand_ins_carry_the_vendors_irregularities():
     assert {v.split("-", 1)[1] for v in ubuntu["nvidia-driver-570-open"]} == {"0ubuntu1", "1ubuntu1"}
     assert ubuntu["nvidia-fabricmanager-570"].isdisjoint(ubuntu["nvidia-driver-570-open"])
     assert f"{driver}-1" not in ubuntu["nvidia-driver-570-open"]
-    for name in ("nvidia-driver-cuda", "libcuda1", "nvidia-smi", "nvidia-persistenced", "nvidia-fabricmanager-570"):
-        assert offered[name] == {f"{v}-1" for v in mp.DRIVER_VERSIONS}, name
+    for name in ("nvidia-driver-cuda", "libcuda1", "nvidia-smi", "nvidia-persistenced"):
+        assert offered[name] == {f"{v}-1" for v in mp.ALL_DRIVER_VERSIONS}, name
+    assert offered["nvidia-fabricmanager-570"] == {f"{v}-1" for v in mp.DRIVER_VERSIONS}
     nccl = mp.NCCL_VERSIONS[0]
     assert f"{nccl}-1+cuda{mp.NCCL_CUDA}" not in offered["libnccl2"]
     assert len([v for v in offered["libnccl2"] if v.startswith(f"{nccl}-")]) == 2  # two CUDA builds
@@ -283,7 +286,7 @@ def test_every_ubuntu_stand_in_is_a_name_and_version_the_matrix_lists(os):
 def test_no_debian_driver_name_in_the_ubuntu_repository_nor_the_reverse():
     ubuntu = {e.name for e in mp.ubuntu_packages() if e.component in ("driver", "fabricmanager")}
     debian = {e.name for e in mp.packages() if e.component in ("driver", "fabricmanager")}
-    assert ubuntu & debian == {"nvidia-persistenced", "nvidia-fabricmanager-570"}
+    assert ubuntu & debian == {"nvidia-persistenced", "nvidia-fabricmanager-570", "nvidia-fabricmanager"}
     assert matrix_problems([("driver", "570.133.20", "nvidia-driver-cuda", "570.133.20-0ubuntu1")], "ubuntu2404")
     assert matrix_problems([("driver", "570.133.20", "libcuda1", "570.133.20-0ubuntu1")], "ubuntu2204")
     # Each tree's revisions are its layout's own: Debian's -1 is no Ubuntu driver's version.
@@ -316,20 +319,104 @@ def test_every_roles_pin_resolves_to_exactly_one_stand_in_on_ubuntu():
 # ---- the built repositories ------------------------------------------------------------------------
 
 
-def test_the_ubuntu_repository_holds_exactly_its_generated_stand_ins(built_repo: Path):
-    built = read_packages(built_repo / "cuda-ubuntu" / "Packages")
-    assert built == {(p.name, p.package_version) for p in mp.ubuntu_packages()}
-    assert (built_repo / "cuda-ubuntu" / "InRelease").is_file()
+def cuda_tree(built_repo: Path, os: str) -> Path:
+    """The CUDA repository's tree for an OS, where the matrix's URL puts it (repos/<distro>/<arch>/)."""
+    url = vm.value("cuda-repo", "url", os, "x86_64")
+    return built_repo / "cuda" / url.split("/compute/cuda/", 1)[1]
+
+
+@pytest.mark.parametrize("os", mp.TREES)
+def test_each_os_tree_holds_exactly_its_generated_stand_ins(built_repo: Path, os: str):
+    tree = cuda_tree(built_repo, os)
+    assert read_packages(tree / "Packages") == {(p.name, p.package_version) for p in mp.tree_packages(os)}
+    assert (tree / "InRelease").is_file()
+
+
+def test_the_ubuntu_trees_hold_the_ubuntu_layout(built_repo: Path):
+    for os_ in mp.UBUNTU_OSES:
+        assert read_packages(cuda_tree(built_repo, os_) / "Packages") == {
+            (p.name, p.package_version) for p in mp.ubuntu_packages()
+        }
 
 
 def test_the_built_repositories_hold_exactly_the_generated_stand_ins(built_repo: Path):
     """Nothing in NVIDIA's stand-in repositories was named by hand: every package is one of the generator's."""
     built: set[tuple[str, str]] = set()
     indexes = [index for pattern in NVIDIA_REPOS for index in built_repo.glob(f"{pattern}/Packages")]
-    assert len(indexes) == 2 + len(mp.OSES + mp.UBUNTU_OSES) * len(mp.DOCA_VERSIONS), indexes
+    assert len(indexes) == len(mp.TREES) + 1 + len(mp.OSES + mp.UBUNTU_OSES) * len(mp.DOCA_VERSIONS), indexes
     for index in indexes:
         built |= read_packages(index)
-    assert built == {(p.name, p.package_version) for p in mp.packages()}
+    assert built == {(p.name, p.package_version) for p in mp.packages() + mp.ubuntu_packages()}
+
+
+# ---- a repository without a component: DCGM is not published for debian13 ---------------------------
+
+DCGM_NAMES = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-exporter")
+
+
+def test_the_debian13_tree_offers_no_dcgm_and_debian12_does(built_repo: Path):
+    """NVIDIA publishes DCGM and its exporter for debian12, not debian13 (cuda-repo-management#41, the
+    matrix's dcgm/published row): the doubles' debian13 tree must not offer them, or a role asking for
+    DCGM there would pass here and fail on a real Debian 13 host."""
+    deb13 = {name for name, _v in read_packages(cuda_tree(built_repo, "debian13") / "Packages")}
+    deb12 = {name for name, _v in read_packages(cuda_tree(built_repo, "debian12") / "Packages")}
+    assert not any(name.startswith("datacenter-gpu-manager") for name in deb13), sorted(deb13)
+    assert set(DCGM_NAMES) <= deb12
+    # The rest of the CUDA repository is there on debian13: the driver, the toolkit, NCCL.
+    assert {"nvidia-driver-cuda", "cuda-toolkit-12-8", "libnccl2"} <= deb13
+
+
+def test_the_tree_lists_follow_the_matrixs_published_rows(monkeypatch):
+    """A component the matrix marks as published on debian13 would be in its tree: the list is the
+    matrix's answer, not a hand-kept exclusion."""
+    assert not mp.published_on("dcgm", "debian13") and not mp.published_on("dcgm-exporter", "debian13")
+    assert mp.published_on("dcgm", "debian12") and mp.published_on("dcgm", "ubuntu2404")
+    names = {p.name for p in mp.tree_packages("debian13")}
+    assert not names & set(DCGM_NAMES)
+    monkeypatch.setattr(mp, "published_on", lambda component, os_: True)
+    assert set(DCGM_NAMES) <= {p.name for p in mp.tree_packages("debian13")}
+
+
+# ---- package renames across driver branches ---------------------------------------------------------
+
+
+def test_the_next_branch_is_a_release_the_matrix_names_differently():
+    (nxt,) = mp.NEXT_BRANCH_VERSIONS
+    old = mp.DRIVER_VERSIONS[0]
+    for os_ in mp.OSES + mp.UBUNTU_OSES:
+        assert vm.value("fabricmanager", "packages", os_, "x86_64", nxt)[0] == "nvidia-fabricmanager"
+        assert vm.value("fabricmanager", "packages", os_, "x86_64", old)[0] == "nvidia-fabricmanager-570"
+
+
+@pytest.mark.parametrize("os", mp.TREES)
+def test_the_renamed_fabric_manager_is_built_under_its_new_name_only(built_repo: Path, os: str):
+    """From 580 the fabric manager (and on Ubuntu NSCQ) has no branch in its name: the next branch's
+    release is offered as nvidia-fabricmanager, never as nvidia-fabricmanager-580, and the old name
+    is offered at the old branch's releases only."""
+    (nxt,) = mp.NEXT_BRANCH_VERSIONS
+    built = read_packages(cuda_tree(built_repo, os) / "Packages")
+    at_next = {name for name, v in built if v.split(":")[-1].startswith(nxt + "-")}
+    assert "nvidia-fabricmanager" in at_next
+    assert (
+        not {n for n in at_next if n.endswith("-580")}
+        - {"nvidia-driver-580-open", "nvidia-dkms-580-open"}
+        - {
+            "nvidia-driver-580",
+            "nvidia-dkms-580",
+            "libnvidia-compute-580",
+            "nvidia-utils-580",
+        }
+    )
+    assert {v for name, v in built if name == "nvidia-fabricmanager-570"} == {
+        mp.PUBLISHED[("fabricmanager", v, mp.layout(os))].version for v in mp.DRIVER_VERSIONS
+    }
+    assert {v for name, v in built if name == "nvidia-fabricmanager"} == {
+        mp.PUBLISHED[("fabricmanager", nxt, mp.layout(os))].version
+    }
+    if mp.layout(os) == "ubuntu":
+        assert "libnvidia-nscq" in at_next and "libnvidia-nscq-580" not in at_next
+        # Ubuntu's driver packages carry the new branch in their names.
+        assert {"nvidia-driver-580-open", "nvidia-dkms-580-open", "nvidia-utils-580"} <= at_next
 
 
 @pytest.mark.parametrize("os", mp.OSES + mp.UBUNTU_OSES)

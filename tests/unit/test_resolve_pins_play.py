@@ -43,7 +43,7 @@ if "{tool}" == "dpkg-query":
         print(f"dpkg-query: no packages found matching {{name}}", file=sys.stderr)
     sys.exit(1)
 if "{tool}" == "apt-cache" and args[0] == "madison":
-    uri = "file:/srv/gpufleet-doubles-repo/cuda"
+    uri = "file:/srv/gpufleet-doubles-repo/cuda/repos/debian12/x86_64"
     for name in args[1:]:
         for version in repo.get(name, []):
             print(f"{{name:>10}} | {{version:>10}} | {{uri}}  Packages")
@@ -160,7 +160,7 @@ def test_an_exact_version_set_in_the_inventory_is_asked_for_as_given(site):
 
 
 def test_the_driver_role_on_ubuntu_installs_the_ubuntu_trees_revisions(site):
-    """On an Ubuntu 24.04 host against the Ubuntu tree (cuda-ubuntu/): the driver's revision follows the
+    """On an Ubuntu 24.04 host against the Ubuntu tree (ubuntu2404/): the driver's revision follows the
     release (-0ubuntu1 for the pin, -1ubuntu1 for the newer one) and the fabric manager's is -1; none is
     Debian's -1 the Debian tree carries, so a role that spelled either layout's revision by rule would
     ask this repository for a version it does not have."""

@@ -149,11 +149,14 @@ def test_a_lab_file_that_no_longer_matches_stops_the_generator(monkeypatch, tmp_
 
 
 def test_the_scenarios_ubuntu_node_is_its_own_override_not_the_labs():
-    """ci-gpu02 runs the Ubuntu 22.04 test double, served by the doubles' Ubuntu repository; the lab's
-    lab-gpu02 keeps the lab's settings (Debian, cuda/)."""
+    """ci-gpu02 runs the Ubuntu 22.04 test double; the lab's lab-gpu02 keeps the lab's settings. Both
+    take the doubles' CUDA repository tree of their OS from the lab's group_vars, by the driver role's
+    <distro> element, not from a host override."""
     ci = _yaml("molecule", "cluster", "inventory", "host_vars", "ci-gpu02.yml")
     lab = _yaml("inventories", "lab", "host_vars", "lab-gpu02.yml")
-    assert ci["nvidia_driver_repo_url"] == "file:///srv/gpufleet-doubles-repo/cuda-ubuntu/"
+    assert "nvidia_driver_repo_url" not in ci
+    stack = _yaml("inventories", "lab", "group_vars", "gpu_lab", "stack.yml")
+    assert "{{ nvidia_driver_repo_distro }}" in stack["nvidia_driver_repo_url"]
     assert ci["rdma_network_renderer"] == "networkd"
     assert {k: v for k, v in ci.items() if k in lab} == lab
     assert "nvidia_driver_repo_url" not in lab

@@ -4,11 +4,13 @@
 #   build-repo.sh OUTDIR
 #
 # OUTDIR gets these trees, each shaped like the NVIDIA repository it stands in for:
-#   cuda/                  flat apt repo like developer.download.nvidia.com/compute/cuda/repos/<distro>/x86_64/
-#                          (driver, fabric manager, CUDA toolkit, NCCL, DCGM), Debian's package names
-#   cuda-ubuntu/           the same for repos/ubuntu2204|ubuntu2404/x86_64/, served to the Ubuntu test
-#                          doubles' hosts: the driver and fabric manager in Ubuntu's names (branch-named
-#                          below 590, nvidia-persistenced of its own, NSCQ), the other packages as in cuda/
+#   cuda/repos/<distro>/x86_64/  one flat apt repo per OS like developer.download.nvidia.com/compute/cuda/
+#                          repos/<distro>/x86_64/ (driver, fabric manager, CUDA toolkit, NCCL, DCGM):
+#                          debian12/ and debian13/ in Debian's package names, ubuntu2204/ and ubuntu2404/
+#                          (served to the Ubuntu test doubles' hosts) with the driver and fabric manager
+#                          in Ubuntu's (branch-named below 590, nvidia-persistenced of its own, NSCQ);
+#                          each tree offers what NVIDIA publishes for its OS (no DCGM nor exporter in
+#                          debian13/), from matrix_packages.py (cuda_tree_files)
 #   libnvidia-container/   flat apt repo like nvidia.github.io/libnvidia-container/stable/deb/amd64/
 #   src/                   nccl-tests-<version>.tar.gz and pyxis-<version>.tar.gz (stand-in source
 #                          trees, shaped like GitHub's tag archives) + SHA256SUMS
@@ -24,10 +26,10 @@
 # cited listing (PUBLISHED), both through matrix_packages.py, which also holds the
 # versions built: a double cannot carry a name the matrix does not list for Debian
 # 12 / 13, nor a version no listing shows (tests/unit/test_doubles_repo.py builds the
-# repository and checks it). The versions keep the vendor's irregularities (in cuda-ubuntu/,
-# driver revisions that follow the release; a re-spin, a build number; cuda/'s driver carries
-# Debian's plain -1, as NVIDIA's Debian repository does), so a role that spells a version by
-# rule instead of resolving it from the repository installs nothing. Their programs are stand-ins
+# repository and checks it). The versions keep the vendor's irregularities (in the Ubuntu trees,
+# driver revisions that follow the release; a re-spin, a build number; the Debian trees' driver carries
+# Debian's plain -1, as NVIDIA's Debian repository does; the next branch's renamed packages), so a
+# role that spells a version or a name by rule instead of resolving it installs nothing. Their programs are stand-ins
 # (stack/bin) answering from /etc/gpufleet-doubles/hw-profile.json.
 # Needs dpkg-deb, apt-ftparchive (apt-utils), gpg, a C compiler and python3.
 # Rebuilds only when its inputs changed.
@@ -66,11 +68,13 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rm -rf "$out/cuda" "$out/cuda-ubuntu" "$out/libnvidia-container" "$out/src" "$out/releases" "$out/doca"
-mkdir -p "$out/cuda" "$out/libnvidia-container" "$out/src" "$out/releases"
+mkdir -p "$out/cuda" "$out/libnvidia-container" "$out/src" "$out/releases" "$work/pool/debian" "$work/pool/ubuntu"
 
-# pkg REPO NAME VERSION DEPENDS [CONFLICTS]: build $work/root/NAME-VERSION into REPO.
+# pkg REPO NAME VERSION DEPENDS [CONFLICTS]: build $work/root/NAME-VERSION into REPO (pool/<layout>:
+# the CUDA repository's packages in one layout, from which each OS's tree takes its own).
 pkg() {
-  local repo=$1 name=$2 version=$3 depends=$4 conflicts=${5:-} root=$work/root/$2-$3
+  local repo=$1 name=$2 version=$3 depends=$4 conflicts=${5:-} root=$work/root/$2-$3 dest=$out/$1
+  case $repo in pool/*) dest=$work/$repo ;; esac
   mkdir -p "$root/DEBIAN" "$root/usr/share/doc/$name"
   printf 'gpufleet test double of NVIDIA package %s %s: not the real software.\n' "$name" "$version" \
     >"$root/usr/share/doc/$name/README.gpufleet-double"
@@ -81,7 +85,7 @@ pkg() {
     [ -n "$conflicts" ] && printf 'Conflicts: %s\n' "$conflicts"
     printf 'Description: %s (gpufleet test double)\n Stand-in with the vendor'"'"'s name and version for the test bed.\n' "$name"
   } >"$root/DEBIAN/control"
-  dpkg-deb -Zgzip --root-owner-group --build "$root" "$out/$repo/${name}_${version#*:}_amd64.deb" >/dev/null
+  dpkg-deb -Zgzip --root-owner-group --build "$root" "$dest/${name}_${version#*:}_amd64.deb" >/dev/null
 }
 # put NAME-VERSION SRC DEST [MODE] [SUBST...]: a file into a package root, @KEY@ replaced.
 put() {
@@ -119,23 +123,23 @@ for v in "${driver_versions[@]}"; do
   cp "$work/libstub.so" "$work/root/$libcuda-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$v"
   ln -s "libcuda.so.$v" "$work/root/$libcuda-$dv/usr/lib/x86_64-linux-gnu/libcuda.so.1"
   ln -s "libnvidia-ml.so.$v" "$work/root/$libcuda-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
-  pkg cuda "$libcuda" "$dv" ""
+  pkg pool/debian "$libcuda" "$dv" ""
   put "$smi-$dv" "$nvidia_smi" /usr/bin/nvidia-smi 0755 "PKG=$smi"
   helper "$smi-$dv" "$smi"
-  pkg cuda "$smi" "$dv" "$libcuda (= $dv)"
-  pkg cuda "$driver" "$dv" "$smi (= $dv), $libcuda (= $dv)"
+  pkg pool/debian "$smi" "$dv" "$libcuda (= $dv)"
+  pkg pool/debian "$driver" "$dv" "$smi (= $dv), $libcuda (= $dv)"
   mkdir -p "$work/root/$kopen-$dv/usr/src/nvidia-$v" "$work/root/$kprop-$dv/usr/src/nvidia-$v"
-  pkg cuda "$kopen" "$dv" "" "$kprop"
-  pkg cuda "$kprop" "$dv" "" "$kopen"
+  pkg pool/debian "$kopen" "$dv" "" "$kprop"
+  pkg pool/debian "$kprop" "$dv" "" "$kopen"
   put "$persistenced-$dv" "$stack/bin/daemon-standin" /usr/bin/nvidia-persistenced 0755 NAME=nvidia-persistenced "VERSION=$v"
   put "$persistenced-$dv" "$stack/units/nvidia-persistenced.service" /lib/systemd/system/nvidia-persistenced.service 0644
-  pkg cuda "$persistenced" "$dv" "$libcuda (= $dv)"
+  pkg pool/debian "$persistenced" "$dv" "$libcuda (= $dv)"
   fm=$fmname-$fmv
   put "$fm" "$stack/bin/daemon-standin" /usr/bin/nv-fabricmanager 0755 NAME=nv-fabricmanager "VERSION=$v"
   put "$fm" "$stack/units/nvidia-fabricmanager.service" /lib/systemd/system/nvidia-fabricmanager.service 0644
   mkdir -p "$work/root/$fm/usr/share/nvidia/nvswitch"
   printf 'LOG_LEVEL=4\nFABRIC_MODE=0\n' >"$work/root/$fm/usr/share/nvidia/nvswitch/fabricmanager.cfg"
-  pkg cuda "$fmname" "$fmv" ""
+  pkg pool/debian "$fmname" "$fmv" ""
 done
 
 # --- CUDA toolkits -------------------------------------------------------------
@@ -151,11 +155,11 @@ for full in "${cuda_versions[@]}" "$cuda_other"; do
   # As cuda-toolkit-X-Y-config-common does: register /usr/local/cuda with the alternatives system.
   script "$r" postinst "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-$minor $prio"
   script "$r" prerm "[ \"\$1\" = upgrade ] || update-alternatives --remove cuda /usr/local/cuda-$minor"
-  pkg cuda "$name" "$dv" ""
+  pkg pool/debian "$name" "$dv" ""
   # GPUDirect Storage as nvidia-gds-X-Y: in production it pulls nvidia-fs (DKMS) and the cuFile tools.
   gds=${cuda_gds[$full]} gdsv=${cuda_gds_version[$full]}
   mkdir -p "$work/root/$gds-$gdsv/usr/local/cuda-$minor/gds/tools"
-  pkg cuda "$gds" "$gdsv" ""
+  pkg pool/debian "$gds" "$gdsv" ""
 done
 
 # --- NCCL ---------------------------------------------------------------------------
@@ -168,7 +172,7 @@ for build in "${nccl_builds[@]}"; do
   mkdir -p "$lib"
   cc -shared -fPIC -Wl,-soname,libnccl.so.2 -DNCCL_STUB_CODE="$code" -o "$lib/libnccl.so.$v" "$stack/nccl-stub.c"
   ln -s "libnccl.so.$v" "$lib/libnccl.so.2"
-  pkg cuda "$nccl_lib" "$dv" ""
+  pkg pool/debian "$nccl_lib" "$dv" ""
   dev=$work/root/$nccl_dev-$dv
   mkdir -p "$dev/usr/include" "$dev/usr/lib/x86_64-linux-gnu"
   ln -s libnccl.so.2 "$dev/usr/lib/x86_64-linux-gnu/libnccl.so"
@@ -186,7 +190,7 @@ typedef enum { ncclSuccess = 0 } ncclResult_t;
 ncclResult_t ncclGetVersion(int *version);
 #endif
 H
-  pkg cuda "$nccl_dev" "$dv" "$nccl_lib (= $dv)"
+  pkg pool/debian "$nccl_dev" "$dv" "$nccl_lib (= $dv)"
 done
 
 # --- DCGM 4 ---------------------------------------------------------------------
@@ -196,8 +200,8 @@ for v in "${dcgm_versions[@]}"; do
   put "$r" "$here/bin/dcgmi" /usr/bin/dcgmi 0755 "VERSION=$v"
   helper "$r" "$dcgm_core"
   put "$r" "$stack/units/nvidia-dcgm.service" /lib/systemd/system/nvidia-dcgm.service 0644
-  pkg cuda "$dcgm_core" "$dv" ""
-  pkg cuda "$dcgm_cuda" "$dv" "$dcgm_core (= $dv)"
+  pkg pool/debian "$dcgm_core" "$dv" ""
+  pkg pool/debian "$dcgm_cuda" "$dv" "$dcgm_core (= $dv)"
 done
 
 # --- DCGM exporter --------------------------------------
@@ -210,19 +214,18 @@ for v in "${dcgm_exporter_versions[@]}"; do
   put "$r" "$stack/units/nvidia-dcgm-exporter.service" /lib/systemd/system/nvidia-dcgm-exporter.service 0644
   put "$r" "$stack/dcgm-exporter/default-counters.csv" /etc/dcgm-exporter/default-counters.csv 0644
   mkdir -p "$work/root/$r/DEBIAN" && printf '/etc/dcgm-exporter/default-counters.csv\n' >"$work/root/$r/DEBIAN/conffiles"
-  pkg cuda "$dcgm_exporter_pkg" "$dv" "$dcgm_core (>= 1:4.0.0)"
+  pkg pool/debian "$dcgm_exporter_pkg" "$dv" "$dcgm_core (>= 1:4.0.0)"
 done
 
-# --- the Ubuntu CUDA repository (cuda-ubuntu/) ---------------------------------------
+# --- the Ubuntu layout of the CUDA repository (pool/ubuntu: the ubuntu2204/2404 trees) ---
 # NVIDIA's Ubuntu repository names the driver after Ubuntu's packaging (vendor matrix, driver rows for
 # ubuntu2204/2404): per branch nvidia-driver-<branch>[-open] and nvidia-dkms-<branch>[-open], the
 # libraries in libnvidia-compute-<branch>, nvidia-smi in nvidia-utils-<branch>, nvidia-persistenced a
 # package of its own at the driver's version; below 580 nvidia-fabricmanager-<branch> with
 # libnvidia-nscq-<branch>. Its CUDA toolkit, GDS, NCCL and DCGM packages carry the Debian names, and
-# are the cuda/ tree's own files.
+# are the Debian pool's own files.
 build_ubuntu_repo() {
   local v dv fmv lib utils dopen dprop kopen kprop persistenced fmname nscq name f
-  mkdir -p "$out/cuda-ubuntu"
   for v in "${driver_versions[@]}"; do
     dv=${ubu_version[$v]} fmv=${ubu_fabricmanager_version[$v]}
     lib=${ubu_libcompute[$v]} utils=${ubu_utils[$v]} persistenced=${ubu_persistenced[$v]}
@@ -234,34 +237,48 @@ build_ubuntu_repo() {
     cp "$work/libstub.so" "$work/root/$lib-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.$v"
     ln -sf "libcuda.so.$v" "$work/root/$lib-$dv/usr/lib/x86_64-linux-gnu/libcuda.so.1"
     ln -sf "libnvidia-ml.so.$v" "$work/root/$lib-$dv/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
-    pkg cuda-ubuntu "$lib" "$dv" ""
+    pkg pool/ubuntu "$lib" "$dv" ""
     put "$utils-$dv" "$nvidia_smi" /usr/bin/nvidia-smi 0755 "PKG=$utils"
     helper "$utils-$dv" "$utils"
-    pkg cuda-ubuntu "$utils" "$dv" "$lib (= $dv)"
-    pkg cuda-ubuntu "$dopen" "$dv" "$utils (= $dv), $lib (= $dv)" "$dprop"
-    pkg cuda-ubuntu "$dprop" "$dv" "$utils (= $dv), $lib (= $dv)" "$dopen"
+    pkg pool/ubuntu "$utils" "$dv" "$lib (= $dv)"
+    pkg pool/ubuntu "$dopen" "$dv" "$utils (= $dv), $lib (= $dv)" "$dprop"
+    pkg pool/ubuntu "$dprop" "$dv" "$utils (= $dv), $lib (= $dv)" "$dopen"
     mkdir -p "$work/root/$kopen-$dv/usr/src/nvidia-$v" "$work/root/$kprop-$dv/usr/src/nvidia-$v"
-    pkg cuda-ubuntu "$kopen" "$dv" "" "$kprop"
-    pkg cuda-ubuntu "$kprop" "$dv" "" "$kopen"
+    pkg pool/ubuntu "$kopen" "$dv" "" "$kprop"
+    pkg pool/ubuntu "$kprop" "$dv" "" "$kopen"
     put "$persistenced-$dv" "$stack/bin/daemon-standin" /usr/bin/nvidia-persistenced 0755 NAME=nvidia-persistenced "VERSION=$v"
     put "$persistenced-$dv" "$stack/units/nvidia-persistenced.service" /lib/systemd/system/nvidia-persistenced.service 0644
-    pkg cuda-ubuntu "$persistenced" "$dv" "$lib (= $dv)"
+    pkg pool/ubuntu "$persistenced" "$dv" "$lib (= $dv)"
     put "$fmname-$fmv" "$stack/bin/daemon-standin" /usr/bin/nv-fabricmanager 0755 NAME=nv-fabricmanager "VERSION=$v"
     put "$fmname-$fmv" "$stack/units/nvidia-fabricmanager.service" /lib/systemd/system/nvidia-fabricmanager.service 0644
     mkdir -p "$work/root/$fmname-$fmv/usr/share/nvidia/nvswitch"
     printf 'LOG_LEVEL=4\nFABRIC_MODE=0\n' >"$work/root/$fmname-$fmv/usr/share/nvidia/nvswitch/fabricmanager.cfg"
-    pkg cuda-ubuntu "$fmname" "$fmv" "$nscq (= $fmv)"
+    pkg pool/ubuntu "$fmname" "$fmv" "$nscq (= $fmv)"
     mkdir -p "$work/root/$nscq-$fmv/usr/lib/x86_64-linux-gnu"
     cp "$work/libstub.so" "$work/root/$nscq-$fmv/usr/lib/x86_64-linux-gnu/libnvidia-nscq.so.$v"
-    pkg cuda-ubuntu "$nscq" "$fmv" ""
+    pkg pool/ubuntu "$nscq" "$fmv" ""
   done
   for name in "${cuda_toolkit[@]}" "${cuda_gds[@]}" "$nccl_lib" "$nccl_dev" "$dcgm_core" "$dcgm_cuda" "$dcgm_exporter_pkg"; do
-    for f in "$out/cuda/${name}"_*_amd64.deb; do
-      [ -e "$out/cuda-ubuntu/${f##*/}" ] || cp -l "$f" "$out/cuda-ubuntu/" 2>/dev/null || cp "$f" "$out/cuda-ubuntu/"
+    for f in "$work/pool/debian/${name}"_*_amd64.deb; do
+      [ -e "$work/pool/ubuntu/${f##*/}" ] || cp "$f" "$work/pool/ubuntu/"
     done
   done
 }
 build_ubuntu_repo
+
+# --- the CUDA repository's trees, one per OS (cuda/repos/<distro>/x86_64/) ---------------------
+# Each takes from its layout's pool the files matrix_packages.py lists for that OS: what NVIDIA
+# publishes there (no DCGM nor dcgm-exporter for debian13, NVIDIA/cuda-repo-management#41).
+cuda_trees=()
+for os in "${!cuda_tree_files[@]}"; do
+  tree=cuda/repos/$os/x86_64
+  mkdir -p "$out/$tree"
+  for f in ${cuda_tree_files[$os]}; do
+    [ -e "$work/pool/${cuda_tree_layout[$os]}/$f" ] || { echo "build-repo.sh: $os lists $f, which was not built" >&2; exit 1; }
+    cp "$work/pool/${cuda_tree_layout[$os]}/$f" "$out/$tree/"
+  done
+  cuda_trees+=("$tree")
+done
 
 # --- DOCA-OFED repositories, one per release and distro -------
 # As linux.mellanox.com/public/repo/doca/<release>/<distro>/x86_64/: a flat repository
@@ -340,7 +357,7 @@ if [ ! -f "$gnupg/pubring.kbx" ]; then
   gpg --homedir "$gnupg" --batch --passphrase '' --quick-gen-key 'gpufleet test doubles <noreply@gpufleet.invalid>' ed25519 sign never 2>/dev/null
 fi
 gpg --homedir "$gnupg" --batch --armor --export >"$out/gpufleet-doubles.asc"
-for repo in cuda cuda-ubuntu libnvidia-container "${doca_repos[@]}"; do
+for repo in "${cuda_trees[@]}" libnvidia-container "${doca_repos[@]}"; do
   (
     cd "$out/$repo"
     apt-ftparchive packages . >Packages

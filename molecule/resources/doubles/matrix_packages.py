@@ -3,22 +3,30 @@
 
 build-repo.sh builds the test doubles' apt repositories; it reads every NVIDIA package name and
 version string it gives a stand-in from here. The names come from module_utils/brief/vendor_matrix.py
-(what NVIDIA ships for the OS the test hosts run: Debian 12 and 13, x86_64; one repository serves
-both, so both must answer the same; and, for the Ubuntu test doubles' hosts, Ubuntu 22.04 and
-24.04 in a repository of their own, whose driver and fabric manager packages carry Ubuntu's
-names). The version strings do not come from a rule: each is copied
+(what NVIDIA ships for the OS the test hosts run: Debian 12 and 13, x86_64, whose packages are named
+alike; and, for the Ubuntu test doubles' hosts, Ubuntu 22.04 and 24.04, whose driver and fabric
+manager packages carry Ubuntu's names). As NVIDIA's, the repository is one tree per OS
+(cuda/repos/<distro>/x86_64/, the <distro> element from the matrix), each holding what NVIDIA
+publishes for that OS: a component the matrix marks as not published there (DCGM and its exporter
+on debian13) is absent from that tree. The version strings do not come from a rule: each is copied
 from a listing, a file name or a public pin of NVIDIA's (PUBLISHED, one source per row), so the
 doubles' repository carries the vendor's irregularities (in the Ubuntu layout, a driver revision
 that follows the release, not the branch, and a fabric manager's revision differing from the
 driver's; in the Debian layout, Debian's plain -1; one release built for several CUDA minors; a
-re-spun build; a build number in place of a revision) and a role that spells a version by rule
-instead of asking the repository installs nothing here.
+re-spun build; a build number in place of a revision; a release of the next driver branch whose
+packages are renamed: the fabric manager without its branch from 580, Ubuntu's branch-named driver
+packages under the new branch) and a role that spells a version or a name by rule instead of asking
+the repository and the matrix installs nothing here.
 
     matrix_packages.py              print bash assignments for build-repo.sh to eval
     matrix_packages.py --rhel9      print the RHEL 9 stand-ins, one per line, for build-rpm-repo.sh
     matrix_packages.py --published  print the stand-ins' driver releases and the cited version strings
-                                    as JSON, for the scenarios' checks (driver_releases; published:
-                                    "<component>/<release>[/<CUDA minor>][/<layout>]" -> version)
+                                    as JSON, for the scenarios' checks (driver_releases: the branch
+                                    the scenarios pin; next_branch_releases: the next branch's;
+                                    published: "<component>/<release>[/<CUDA minor>][/<layout>]" ->
+                                    version; trees: <distro> -> the package names its tree offers;
+                                    names: "<driver|driver-deps|fabricmanager>/<release>/<layout>"
+                                    -> names)
     import matrix_packages          packages() for the unit test that checks the built repository
 
 The versions below are the test bed's choice (the lab's pins first, then a newer release that
@@ -40,11 +48,16 @@ from ansible_collections.gpufleet.cluster.plugins.module_utils.brief import vend
 
 # The OSes the doubles' hosts run; the first is the one asked, the others must agree with it.
 OSES = ("debian12", "debian13")
-# The OSes the Ubuntu test doubles' hosts report (their repository: cuda-ubuntu/).
+# The OSes the Ubuntu test doubles' hosts report (their trees: ubuntu2204/, ubuntu2404/).
 UBUNTU_OSES = ("ubuntu2204", "ubuntu2404")
 ARCH = "x86_64"
 
 DRIVER_VERSIONS = ("570.133.20", "570.148.08")
+# A release of the next driver branch: from 580 NVIDIA's fabric manager and NSCQ packages drop the
+# branch from their names (vendor matrix, fabricmanager rows), and Ubuntu's driver packages carry the
+# new branch in theirs, so a host moving to it must install other names and let the old ones go.
+NEXT_BRANCH_VERSIONS = ("580.65.06",)
+ALL_DRIVER_VERSIONS = DRIVER_VERSIONS + NEXT_BRANCH_VERSIONS
 CUDA_VERSIONS = ("12.8.0", "12.8.1")  # cuda-toolkit-12-8 releases (12.8.1 is the 12.8 pin)
 CUDA_OTHER = "12.9.1"  # a second toolkit, for the alternatives test
 NCCL_CUDA = "12.8"  # the CUDA minor of the lab's pin
@@ -66,8 +79,9 @@ _NCCL_LEGACY = "https://developer.nvidia.com/nccl/nccl-legacy-downloads"
 _NEURALDRIVE_ARCHIVES = (
     "https://github.com/Rightbracket/NeuralDrive/blob/main/docs/dev-guide/src/build/archive-sources.md"
 )
-# The repository layouts the doubles build (cuda/: Debian's, cuda-ubuntu/: Ubuntu's); rows whose
-# version string differs between them carry the layout as their last key element.
+# The repository layouts the doubles build (Debian's for the debian12/13 trees, Ubuntu's for the
+# ubuntu2204/2404 trees); rows whose version string differs between them carry the layout as their
+# last key element.
 LAYOUTS = ("debian", "ubuntu")
 
 
@@ -89,7 +103,7 @@ PUBLISHED: dict[tuple[str, ...], Published] = {
     # The driver and the fabric manager, per repository layout (the last key element): NVIDIA's Debian
     # repositories (debian12, debian13) give every driver package the Debian revision -1; its Ubuntu
     # ones a revision that follows the release, not the branch. The Debian tree (cuda/) carries the
-    # former, the Ubuntu tree (cuda-ubuntu/) the latter, so that a role spelling an Ubuntu revision by
+    # former, the Ubuntu trees the latter, so that a role spelling an Ubuntu revision by
     # rule installs nothing on the Ubuntu test doubles' hosts.
     ("driver", "570.133.20", "debian"): Published(
         "570.133.20-1",
@@ -111,6 +125,30 @@ PUBLISHED: dict[tuple[str, ...], Published] = {
     ),
     ("driver", "570.148.08", "ubuntu"): Published(
         "570.148.08-1ubuntu1", _CUDA_UBU2404, "pinned publicly as nvidia-open-570=570.148.08-1ubuntu1"
+    ),
+    # The next branch (580): Debian's driver keeps its names and its -1; its fabric manager is
+    # nvidia-fabricmanager from 580 on, where 570's was nvidia-fabricmanager-570.
+    ("driver", "580.65.06", "debian"): Published(
+        "580.65.06-1",
+        _CUDA_DEB12,
+        "the -1 every driver package of NVIDIA's Debian repositories carries (vendor matrix, driver rows: "
+        "nvidia-driver-cuda=580.126.20-1 on debian12); 580.65.06's own driver listing not read here",
+    ),
+    ("fabricmanager", "580.65.06", "debian"): Published(
+        "580.65.06-1", _CUDA_DEB12, "nvidia-fabricmanager_580.65.06-1 (the listing the matrix row quotes)"
+    ),
+    # Ubuntu's 580.65.06 is -0ubuntu1 (580.126.09 and later 580s are -1ubuntu1); its fabric manager is
+    # nvidia-fabricmanager 580.65.06-1, which apt names when asked for nvidia-fabricmanager-580
+    # ("a virtual package provided by nvidia-fabricmanager 580.65.06-1").
+    ("driver", "580.65.06", "ubuntu"): Published(
+        "580.65.06-0ubuntu1",
+        _CUDA_UBU2404,
+        "public pins nvidia-utils-580=580.65.06-0ubuntu1; listing cuda-drivers-580_580.65.06-0ubuntu1",
+    ),
+    ("fabricmanager", "580.65.06", "ubuntu"): Published(
+        "580.65.06-1",
+        "https://github.com/NVIDIA/gpu-driver-container/pull/451",
+        "apt: nvidia-fabricmanager-580 is a virtual package provided by nvidia-fabricmanager 580.65.06-1",
     ),
     # The fabric manager's revision is -1 in both layouts: on Ubuntu it differs from the driver's
     # (public install scripts pin nvidia-fabricmanager-570=570.133.20-1 and libnvidia-nscq-570=570.133.20-1
@@ -286,11 +324,11 @@ _UBUNTU_FM_KEYS = ("fabricmanager", "nscq")
 
 
 def ubuntu_packages() -> list[Package]:
-    """The stand-ins of the Ubuntu repository (cuda-ubuntu/): the driver and fabric manager in Ubuntu's
+    """The stand-ins of the Ubuntu layout (the ubuntu2204/2404 trees): the driver and fabric manager in Ubuntu's
     names, and the CUDA repository's other packages (toolkit, GDS, NCCL, DCGM, exporter), whose names
     NVIDIA's Ubuntu repository shares with its Debian one."""
     out: list[Package] = []
-    for v in DRIVER_VERSIONS:
+    for v in ALL_DRIVER_VERSIONS:
         d = ubuntu_driver(v)
         for key in ("driver_open", "dkms_open", "driver_proprietary", "dkms_proprietary", "libcompute", "utils"):
             out.append(Package("driver", v, str(d[key]), str(d["version"])))
@@ -299,6 +337,33 @@ def ubuntu_packages() -> list[Package]:
     shared = {"cuda", "nccl", "dcgm", "dcgm-exporter"}
     out += [p for p in packages() if p.component in shared]
     return out
+
+
+# The CUDA repository's trees the doubles build, one per OS as NVIDIA's (cuda/repos/<distro>/x86_64/).
+TREES = OSES + UBUNTU_OSES
+# The components of the CUDA repository's trees (DOCA and the container toolkit have repositories
+# of their own).
+CUDA_REPO_COMPONENTS = ("driver", "fabricmanager", "cuda", "nccl", "dcgm", "dcgm-exporter")
+
+
+def published_on(component: str, os_: str) -> bool:
+    """False where the matrix marks the component as not published for the OS at all (a row with no
+    version range: DCGM and its exporter on debian13). A row limited to a version range (a driver branch
+    missing from an OS's repository) is not played here: the scenarios' hosts run the lab's pins."""
+    row = vm.find(component, "published", os_, ARCH)
+    return row is None or row.value is not False or row.minimum is not None or row.below is not None
+
+
+def tree_packages(os_: str) -> list[Package]:
+    """The stand-ins the CUDA repository's tree for one OS offers: its layout's packages, less the
+    components NVIDIA does not publish for that OS."""
+    pool = ubuntu_packages() if layout(os_) == "ubuntu" else packages()
+    return [p for p in pool if p.component in CUDA_REPO_COMPONENTS and published_on(p.component, os_)]
+
+
+def deb_file(p: Package) -> str:
+    """The .deb file name build-repo.sh gives a stand-in (dpkg-deb's, without the epoch)."""
+    return f"{p.name}_{p.package_version.split(':', 1)[-1]}_amd64.deb"
 
 
 def cuda(version: str) -> dict[str, object]:
@@ -316,7 +381,7 @@ def cuda(version: str) -> dict[str, object]:
 def packages() -> list[Package]:
     """Every NVIDIA stand-in the doubles' repositories carry (DOCA's once per release)."""
     out: list[Package] = []
-    for v in DRIVER_VERSIONS:
+    for v in ALL_DRIVER_VERSIONS:
         d = driver(v)
         for key in ("driver", "kmod_open", "kmod_proprietary", "libcuda", "smi", "persistenced"):
             out.append(Package("driver", v, str(d[key]), str(d["version"])))
@@ -439,9 +504,9 @@ def _bash() -> str:
     def array(name: str, values) -> None:
         lines.append(f"{name}=({' '.join(shlex.quote(v) for v in values)})")
 
-    array("driver_versions", DRIVER_VERSIONS)
+    array("driver_versions", ALL_DRIVER_VERSIONS)
     for key in driver(DRIVER_VERSIONS[0]):
-        assoc(f"drv_{key}", {v: driver(v)[key] for v in DRIVER_VERSIONS})
+        assoc(f"drv_{key}", {v: driver(v)[key] for v in ALL_DRIVER_VERSIONS})
     array("cuda_versions", CUDA_VERSIONS)
     lines.append(f"cuda_other={shlex.quote(CUDA_OTHER)}")
     for key in ("version", "toolkit", "gds", "gds_version"):
@@ -478,7 +543,7 @@ def _bash() -> str:
     assoc("doca_version", {v: published("doca-ofed", v) for v in DOCA_VERSIONS})
     # The Ubuntu repository's driver and fabric manager stand-ins (ubu_<key>[<release>]).
     for key in ubuntu_driver(DRIVER_VERSIONS[0]):
-        assoc(f"ubu_{key}", {v: ubuntu_driver(v)[key] for v in DRIVER_VERSIONS})
+        assoc(f"ubu_{key}", {v: ubuntu_driver(v)[key] for v in ALL_DRIVER_VERSIONS})
     # DOCA's per-distro path element, for each OS the doubles serve (the Ubuntu doubles' hosts too).
     assoc(
         "doca_distro",
@@ -487,6 +552,10 @@ def _bash() -> str:
     # DOCA's packages are named alike on Ubuntu: the same stand-ins serve its repositories.
     for key in ("packages", "userspace_packages"):
         _same_on_every_os("doca-ofed", key, DOCA_VERSIONS[0], oses=OSES + UBUNTU_OSES)
+    # The CUDA repository's trees: per OS, its layout (the pool its .debs are built into) and the
+    # files of the stand-ins it offers.
+    assoc("cuda_tree_layout", {os_: layout(os_) for os_ in TREES})
+    assoc("cuda_tree_files", {os_: " ".join(deb_file(p) for p in tree_packages(os_)) for os_ in TREES})
     return "\n".join(lines) + "\n"
 
 
@@ -494,7 +563,29 @@ def _published_json() -> str:
     """The driver releases built (the pinned one first) and every cited version string, for the
     scenarios' checks, which compare what a host installed with what the repository carries."""
     table = {"/".join(key): row.version for key, row in PUBLISHED.items()}
-    return json.dumps({"driver_releases": list(DRIVER_VERSIONS), "layouts": list(LAYOUTS), "published": table})
+    trees = {os_: sorted({p.name for p in tree_packages(os_)}) for os_ in TREES}
+    # Per release and layout, the package names (the matrix's): the driver's that the driver role
+    # installs and holds (driver, kernel modules, nvidia-persistenced), the ones they pull in
+    # (driver-deps: libcuda and nvidia-smi's packages), and the fabric manager's.
+    names: dict[str, list[str]] = {}
+    for v in ALL_DRIVER_VERSIONS:
+        d, u = driver(v), ubuntu_driver(v)
+        names[f"driver/{v}/debian"] = [str(d[k]) for k in ("driver", "kmod_open", "persistenced")]
+        names[f"driver-deps/{v}/debian"] = [str(d[k]) for k in ("libcuda", "smi")]
+        names[f"fabricmanager/{v}/debian"] = [str(d["fabricmanager"])]
+        names[f"driver/{v}/ubuntu"] = [str(u[k]) for k in ("driver_open", "dkms_open", "persistenced")]
+        names[f"driver-deps/{v}/ubuntu"] = [str(u[k]) for k in ("libcompute", "utils")]
+        names[f"fabricmanager/{v}/ubuntu"] = [str(u[k]) for k in _UBUNTU_FM_KEYS]
+    return json.dumps(
+        {
+            "driver_releases": list(DRIVER_VERSIONS),
+            "next_branch_releases": list(NEXT_BRANCH_VERSIONS),
+            "layouts": list(LAYOUTS),
+            "published": table,
+            "trees": trees,
+            "names": names,
+        }
+    )
 
 
 if __name__ == "__main__":
