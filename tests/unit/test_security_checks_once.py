@@ -60,6 +60,9 @@ def run(tmp_path, first_pass: bool, **extra_vars) -> tuple[subprocess.CompletedP
     }
     extra = {
         "ansible_python_interpreter": str(VENV_BIN / "python"),
+        # The account Ansible connects as, as an inventory names it (the play gathers no facts, and
+        # a fact cache left by another test must not decide this one).
+        "ansible_user": "root",
         "gpufleet_brief": brief,
         "firewall_management_sources": ["10.250.10.0/24"],
         **extra_vars,
