@@ -271,7 +271,7 @@ def test_every_roles_pin_resolves_to_exactly_one_stand_in():
     assert resolved["datacenter-gpu-manager-4-core"] == mp.PUBLISHED[("dcgm", mp.DCGM_VERSIONS[0])].version
 
 
-# ---- the Ubuntu repository (cuda-ubuntu/) -----------------------------------------------------------
+# ---- the Ubuntu trees (cuda/repos/ubuntu2204/, cuda/repos/ubuntu2404/) ------------------------------
 
 
 @pytest.mark.parametrize("os", mp.UBUNTU_OSES)
